@@ -1,0 +1,26 @@
+package main
+import (
+ _ "go.etcd.io/etcd/client/v3"
+ _ "go.etcd.io/etcd/server/v3/embed"
+ _ "github.com/nats-io/nats.go"
+ _ "github.com/nats-io/nats-server/v2/server"
+ _ "github.com/valyala/fasthttp"
+ _ "github.com/hashicorp/memberlist"
+ _ "github.com/prometheus/client_golang/prometheus"
+ _ "k8s.io/apimachinery/pkg/runtime"
+ _ "k8s.io/apimachinery/pkg/runtime/serializer"
+ _ "k8s.io/apimachinery/pkg/util/strategicpatch"
+ _ "k8s.io/apimachinery/pkg/api/validation"
+ _ "k8s.io/api/core/v1"
+ _ "k8s.io/client-go/kubernetes"
+ _ "k8s.io/client-go/tools/clientcmd"
+ _ "k8s.io/client-go/informers"
+ _ "k8s.io/apiserver/pkg/authentication/request/x509"
+ _ "k8s.io/apiserver/pkg/authentication/token/tokenfile"
+ _ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+ _ "sigs.k8s.io/structured-merge-diff/v6/typed"
+ _ "sigs.k8s.io/json"
+ _ "github.com/google/btree"
+ _ "gopkg.in/evanphx/json-patch.v4"
+)
+func main(){}

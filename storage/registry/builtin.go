@@ -1,0 +1,221 @@
+package registry
+
+import (
+	"fmt"
+	"strconv"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// NewScheme returns a scheme knowing every built-in type kgate serves, the
+// meta types (Status, List, WatchEvent, Table, ...) and the types of the
+// review and subresource APIs.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	adders := []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme,
+		coordinationv1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme,
+		rbacv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme,
+		storagev1.AddToScheme, schedulingv1.AddToScheme, admissionregistrationv1.AddToScheme,
+		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
+		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+	}
+	for _, add := range adders {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("cannot build scheme: %w", err)
+		}
+	}
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := metav1.AddMetaToScheme(s); err != nil {
+		return nil, fmt.Errorf("cannot build scheme: %w", err)
+	}
+	return s, nil
+}
+
+// NewBuiltin returns the registry of the built-in resources.
+func NewBuiltin() (*Registry, error) {
+	s, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	return New(s, Builtin())
+}
+
+// Builtin returns the table of built-in resources, in discovery order.
+func Builtin() []Resource {
+	all := []string{"all"}
+	ext := []string{"api-extensions"}
+	return []Resource{
+		// core/v1
+		{Version: "v1", Resource: "bindings", Kind: "Binding", Singular: "binding", Namespaced: true, Verbs: []string{"create"}, Prefix: "/registry/bindings"},
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Singular: "configmap", Namespaced: true, ShortNames: []string{"cm"}, Prefix: "/registry/configmaps"},
+		{Version: "v1", Resource: "endpoints", Kind: "Endpoints", Singular: "endpoints", Namespaced: true, ShortNames: []string{"ep"}, Prefix: "/registry/services/endpoints"},
+		{Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
+			FieldSelectors: eventFieldNames, Fields: eventFields},
+		{Version: "v1", Resource: "limitranges", Kind: "LimitRange", Singular: "limitrange", Namespaced: true, ShortNames: []string{"limits"}, Prefix: "/registry/limitranges"},
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
+			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields},
+		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status"}, Prefix: "/registry/minions",
+			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
+		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
+		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding"}, Prefix: "/registry/pods",
+			FieldSelectors: podFieldNames, Fields: podFields},
+		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
+		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers"},
+		{Version: "v1", Resource: "resourcequotas", Kind: "ResourceQuota", Singular: "resourcequota", Namespaced: true, ShortNames: []string{"quota"}, Subresources: []string{"status"}, Prefix: "/registry/resourcequotas"},
+		{Version: "v1", Resource: "secrets", Kind: "Secret", Singular: "secret", Namespaced: true, Prefix: "/registry/secrets",
+			FieldSelectors: []string{"type"}, Fields: secretFields},
+		{Version: "v1", Resource: "serviceaccounts", Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"}, Prefix: "/registry/serviceaccounts"},
+		{Version: "v1", Resource: "services", Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/services/specs"},
+
+		// apps/v1
+		{Group: "apps", Version: "v1", Resource: "controllerrevisions", Kind: "ControllerRevision", Singular: "controllerrevision", Namespaced: true, Prefix: "/registry/controllerrevisions"},
+		{Group: "apps", Version: "v1", Resource: "daemonsets", Kind: "DaemonSet", Singular: "daemonset", Namespaced: true, ShortNames: []string{"ds"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/daemonsets"},
+		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Singular: "deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/deployments"},
+		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/replicasets",
+			FieldSelectors: []string{"status.replicas"}, Fields: replicaSetFields},
+		{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Singular: "statefulset", Namespaced: true, ShortNames: []string{"sts"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/statefulsets"},
+
+		// autoscaling
+		{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler", Singular: "horizontalpodautoscaler", Namespaced: true, ShortNames: []string{"hpa"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/horizontalpodautoscalers"},
+
+		// batch/v1
+		{Group: "batch", Version: "v1", Resource: "cronjobs", Kind: "CronJob", Singular: "cronjob", Namespaced: true, ShortNames: []string{"cj"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/cronjobs"},
+		{Group: "batch", Version: "v1", Resource: "jobs", Kind: "Job", Singular: "job", Namespaced: true, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/jobs",
+			FieldSelectors: []string{"status.successful"}, Fields: jobFields},
+
+		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Singular: "lease", Namespaced: true, Prefix: "/registry/leases"},
+		{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true, Prefix: "/registry/endpointslices"},
+		{Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
+			StorageKind: corev1.SchemeGroupVersion.WithKind("Event")},
+
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses", Kind: "IngressClass", Singular: "ingressclass", Prefix: "/registry/ingressclasses"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress", Singular: "ingress", Namespaced: true, ShortNames: []string{"ing"}, Subresources: []string{"status"}, Prefix: "/registry/ingress"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies", Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Prefix: "/registry/networkpolicies"},
+
+		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Singular: "poddisruptionbudget", Namespaced: true, ShortNames: []string{"pdb"}, Subresources: []string{"status"}, Prefix: "/registry/poddisruptionbudgets"},
+
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings", Kind: "ClusterRoleBinding", Singular: "clusterrolebinding", Prefix: "/registry/clusterrolebindings"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles", Kind: "ClusterRole", Singular: "clusterrole", Prefix: "/registry/clusterroles"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings", Kind: "RoleBinding", Singular: "rolebinding", Namespaced: true, Prefix: "/registry/rolebindings"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles", Kind: "Role", Singular: "role", Namespaced: true, Prefix: "/registry/roles"},
+
+		{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses", Kind: "PriorityClass", Singular: "priorityclass", ShortNames: []string{"pc"}, Prefix: "/registry/priorityclasses"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses", Kind: "StorageClass", Singular: "storageclass", ShortNames: []string{"sc"}, Prefix: "/registry/storageclasses"},
+
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations", Kind: "MutatingWebhookConfiguration", Singular: "mutatingwebhookconfiguration", Categories: ext, Prefix: "/registry/mutatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations", Kind: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration", Categories: ext, Prefix: "/registry/validatingwebhookconfigurations"},
+	}
+}
+
+var podFieldNames = []string{
+	"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+	"spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+}
+
+func podFields(obj runtime.Object) fields.Set {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return fields.Set{}
+	}
+	podIP := ""
+	if len(p.Status.PodIPs) > 0 {
+		podIP = p.Status.PodIPs[0].IP
+	}
+	return fields.Set{
+		"spec.nodeName":            p.Spec.NodeName,
+		"spec.restartPolicy":       string(p.Spec.RestartPolicy),
+		"spec.schedulerName":       p.Spec.SchedulerName,
+		"spec.serviceAccountName":  p.Spec.ServiceAccountName,
+		"spec.hostNetwork":         strconv.FormatBool(p.Spec.HostNetwork),
+		"status.phase":             string(p.Status.Phase),
+		"status.podIP":             podIP,
+		"status.nominatedNodeName": p.Status.NominatedNodeName,
+	}
+}
+
+var eventFieldNames = []string{
+	"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+	"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+	"reason", "reportingComponent", "source", "type",
+}
+
+func eventFields(obj runtime.Object) fields.Set {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{
+		"involvedObject.kind":            e.InvolvedObject.Kind,
+		"involvedObject.namespace":       e.InvolvedObject.Namespace,
+		"involvedObject.name":            e.InvolvedObject.Name,
+		"involvedObject.uid":             string(e.InvolvedObject.UID),
+		"involvedObject.apiVersion":      e.InvolvedObject.APIVersion,
+		"involvedObject.resourceVersion": e.InvolvedObject.ResourceVersion,
+		"involvedObject.fieldPath":       e.InvolvedObject.FieldPath,
+		"reason":                         e.Reason,
+		"reportingComponent":             e.ReportingController,
+		"source":                         e.Source.Component,
+		"type":                           e.Type,
+	}
+}
+
+func namespaceFields(obj runtime.Object) fields.Set {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"status.phase": string(n.Status.Phase)}
+}
+
+func nodeFields(obj runtime.Object) fields.Set {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"spec.unschedulable": strconv.FormatBool(n.Spec.Unschedulable)}
+}
+
+func secretFields(obj runtime.Object) fields.Set {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"type": string(s.Type)}
+}
+
+func replicaSetFields(obj runtime.Object) fields.Set {
+	rs, ok := obj.(*appsv1.ReplicaSet)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
+}
+
+func jobFields(obj runtime.Object) fields.Set {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"status.successful": strconv.Itoa(int(j.Status.Succeeded))}
+}
