@@ -1,0 +1,100 @@
+// Package cachenodetest starts, for tests of other packages, an embedded
+// etcd, an embedded NATS server and a cache node reflecting every built-in
+// resource, all stopped in t.Cleanup.
+package cachenodetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/storagetest"
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Env is a running cache node and what it runs on.
+type Env struct {
+	Etcd     *clientv3.Client
+	NATSURL  string
+	NATS     *nats.Conn // the node's connection; tests may subscribe on it or make their own
+	Registry *registry.Registry
+	Codec    *codec.Codec
+	Ranges   *ranges.Table
+	Node     *cachenode.Node
+	Client   *client.Client
+}
+
+// Start starts etcd, NATS and a ready cache node over the built-in
+// registry with its default range table. configure, when given, may
+// change the node's config before it starts. The test is skipped under
+// -short.
+func Start(t testing.TB, configure ...func(*cachenode.Config)) *Env {
+	t.Helper()
+	etcd := storagetest.StartEtcd(t)
+
+	ns, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatalf("cannot start NATS: %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("cachenodetest"))
+	if err != nil {
+		t.Fatalf("cannot connect to NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := ranges.Default(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cachenode.Config{
+		Etcd: etcd, NATS: nc, Registry: reg, Codec: codec.New(reg.Scheme()), Ranges: table,
+		Listen:           "127.0.0.1:0",
+		ProgressInterval: 200 * time.Millisecond,
+		Logger:           storagetest.Logger(t),
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	node, err := cachenode.New(cfg)
+	if err != nil {
+		t.Fatalf("cannot make cache node: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("cache node: %v", err)
+		}
+	})
+	c, err := client.New(client.Config{Addr: node.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	deadline := time.Now().Add(30 * time.Second)
+	for !node.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("cache node not ready after 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &Env{
+		Etcd: etcd, NATSURL: ns.ClientURL(), NATS: nc, Registry: reg, Codec: cfg.Codec,
+		Ranges: table, Node: node, Client: c,
+	}
+}

@@ -1,0 +1,208 @@
+// Package publisher publishes the events of a cache node's ranges on NATS,
+// each once, on the subject of its range and namespace, and publishes
+// progress on a range's progress subject when the range has been idle and
+// its seen revision moved.
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kgate/kgate/cachenode/event"
+	"github.com/nats-io/nats.go"
+)
+
+// ErrTooLarge is returned for an event larger than the NATS server's
+// max_payload. The event is still in the cache node's window: subscribers
+// see the gap in the revision chain and fetch it from there.
+var ErrTooLarge = errors.New("publisher: event larger than NATS max_payload (raise max_payload; natsembed uses 8 MiB)")
+
+// Config configures a publisher.
+type Config struct {
+	NATS *nats.Conn // required
+	// Interval: a range idle this long publishes progress when its seen
+	// revision moved. Default 1s.
+	Interval time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Metrics; nil records nothing.
+	Metrics *Metrics
+}
+
+// Publisher publishes the events of all ranges of a node. Event, Seen and
+// Restart are called by each range's reflector; Run publishes progress.
+type Publisher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex // guards ranges
+	ranges map[string]*rangeState
+}
+
+// rangeState is what the publisher knows of one range.
+type rangeState struct {
+	id string
+
+	mu           sync.Mutex // guards the fields below and orders publishes of the range
+	lastEvent    int64      // revision of the last event published; 0 after a restart
+	seen         int64      // revision the range is complete up to
+	lastProgress int64      // revision of the last progress published
+	lastActivity time.Time  // last event or progress published
+	buf          []byte     // marshal buffer, reused
+	subjects     map[string]string
+	m            rangeMetrics
+	errLogged    time.Time // rate limit of publish error logs
+}
+
+// New returns a publisher.
+func New(cfg Config) (*Publisher, error) {
+	if cfg.NATS == nil {
+		return nil, errors.New("cannot make publisher: NATS is required")
+	}
+	if cfg.Interval < 0 {
+		return nil, errors.New("cannot make publisher: negative Interval")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	return &Publisher{cfg: cfg, log: cfg.Logger, ranges: map[string]*rangeState{}}, nil
+}
+
+func (p *Publisher) rangeState(id string) *rangeState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs, ok := p.ranges[id]
+	if !ok {
+		rs = &rangeState{id: id, subjects: map[string]string{}, m: p.cfg.Metrics.forRange(id), lastActivity: p.cfg.Now()}
+		p.ranges[id] = rs
+	}
+	return rs
+}
+
+// Event publishes ev on its subject. Failures are logged and counted: the
+// window still has the event, and subscribers repair the gap from it.
+func (p *Publisher) Event(ev *event.Event) {
+	rs := p.rangeState(ev.Range)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	subj, ok := rs.subjects[ev.Namespace]
+	if !ok {
+		subj = event.Subject(ev.Range, ev.Namespace)
+		rs.subjects[ev.Namespace] = subj
+	}
+	err := p.publish(rs, subj, ev)
+	rs.lastEvent = ev.Revision
+	rs.seen = max(rs.seen, ev.Revision)
+	rs.lastActivity = p.cfg.Now()
+	if err != nil {
+		p.failed(rs, ev, err)
+	}
+}
+
+// publish marshals and sends ev. Callers hold rs.mu.
+func (p *Publisher) publish(rs *rangeState, subj string, ev *event.Event) error {
+	rs.buf = ev.AppendMarshal(rs.buf[:0])
+	if limit := p.cfg.NATS.MaxPayload(); limit > 0 && int64(len(rs.buf)) > limit {
+		return fmt.Errorf("cannot publish event %d of %s (%d bytes > %d): %w", ev.Revision, ev.Key, len(rs.buf), limit, ErrTooLarge)
+	}
+	if err := p.cfg.NATS.Publish(subj, rs.buf); err != nil {
+		return fmt.Errorf("cannot publish event %d on %s: %w", ev.Revision, subj, err)
+	}
+	if cap(rs.buf) > 1<<20 {
+		rs.buf = nil // do not keep a huge buffer for one huge event
+	}
+	if ev.Type == event.Progress {
+		rs.m.progress.Inc()
+	} else {
+		rs.m.events.Inc()
+	}
+	return nil
+}
+
+func (p *Publisher) failed(rs *rangeState, ev *event.Event, err error) {
+	rs.m.errors.Inc()
+	if now := p.cfg.Now(); now.Sub(rs.errLogged) >= time.Second || errors.Is(err, ErrTooLarge) {
+		rs.errLogged = now
+		p.log.Warn("cannot publish", "range", ev.Range, "revision", ev.Revision, "err", err)
+	}
+}
+
+// Seen records that rangeID is complete up to rev.
+func (p *Publisher) Seen(rangeID string, rev int64) {
+	rs := p.rangeState(rangeID)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.seen = max(rs.seen, rev)
+}
+
+// Restart records that rangeID relisted: the next event has no previous
+// one, and progress has none to point at until then.
+func (p *Publisher) Restart(rangeID string) {
+	rs := p.rangeState(rangeID)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.lastEvent = 0
+	rs.lastProgress = 0
+}
+
+// Run publishes progress until ctx is done; it returns nil then.
+func (p *Publisher) Run(ctx context.Context) error {
+	t := time.NewTicker(max(p.cfg.Interval/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := p.cfg.NATS.FlushTimeout(time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				p.log.Debug("cannot flush NATS", "err", err)
+			}
+			return nil
+		case <-t.C:
+			p.ProgressIdle()
+		}
+	}
+}
+
+// ProgressIdle publishes progress for each range idle for Interval whose
+// seen revision moved past its last event and last progress.
+func (p *Publisher) ProgressIdle() {
+	p.mu.Lock()
+	all := make([]*rangeState, 0, len(p.ranges))
+	for _, rs := range p.ranges {
+		all = append(all, rs)
+	}
+	p.mu.Unlock()
+	now := p.cfg.Now()
+	for _, rs := range all {
+		p.progress(rs, now)
+	}
+}
+
+func (p *Publisher) progress(rs *rangeState, now time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if now.Sub(rs.lastActivity) < p.cfg.Interval || rs.seen <= rs.lastEvent || rs.seen <= rs.lastProgress {
+		return
+	}
+	ev := event.Event{Type: event.Progress, Range: rs.id, Revision: rs.seen, PrevRangeRevision: rs.lastEvent}
+	rs.lastActivity = now
+	if err := p.publish(rs, event.ProgressSubject(rs.id), &ev); err != nil {
+		p.failed(rs, &ev, err)
+		return
+	}
+	rs.lastProgress = rs.seen
+}

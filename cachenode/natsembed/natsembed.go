@@ -1,0 +1,104 @@
+// Package natsembed runs a NATS server inside the process, for `kgate dev`
+// and tests: one server, no cluster, no JetStream, max_payload raised so
+// that an event carrying two large objects fits in one message.
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultMaxPayload is 8 MiB: a 1.5 MiB object and its previous version,
+// with room to spare. nats-server warns above 8 MB.
+const DefaultMaxPayload = 8 << 20
+
+// Config configures an embedded server.
+type Config struct {
+	// Host to listen on; default 127.0.0.1.
+	Host string
+	// Port to listen on; 0 picks a free one.
+	Port int
+	// MaxPayload is the largest message accepted; default
+	// DefaultMaxPayload.
+	MaxPayload int32
+	// Logger receives the server's notices, warnings and errors; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running NATS server.
+type Server struct {
+	srv *server.Server
+}
+
+// Start starts a server and waits until it accepts connections.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.Port < 0 || cfg.MaxPayload < 0 {
+		return nil, errors.New("cannot start NATS: negative Port or MaxPayload")
+	}
+	if cfg.Port == 0 {
+		cfg.Port = server.RANDOM_PORT
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	opts := &server.Options{
+		Host:       cfg.Host,
+		Port:       cfg.Port,
+		MaxPayload: cfg.MaxPayload,
+		// The pending buffer per client must hold a few large messages.
+		MaxPending: max(int64(cfg.MaxPayload)*8, 64<<20),
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+		HTTPPort:   0,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start NATS: %w", err)
+	}
+	if cfg.Logger != nil {
+		srv.SetLoggerV2(logger{cfg.Logger.With("component", "nats")}, false, false, false)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, errors.New("cannot start NATS: not ready after 10s")
+	}
+	return &Server{srv: srv}, nil
+}
+
+// ClientURL is the nats:// URL clients connect to.
+func (s *Server) ClientURL() string {
+	addr, ok := s.srv.Addr().(*net.TCPAddr)
+	if !ok {
+		return s.srv.ClientURL()
+	}
+	return "nats://" + net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
+}
+
+// Close stops the server and waits until it is down.
+func (s *Server) Close() error {
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	return nil
+}
+
+// logger adapts slog to the server's Logger.
+type logger struct{ l *slog.Logger }
+
+func (l logger) Noticef(format string, v ...any) { l.l.Info(fmt.Sprintf(format, v...)) }
+func (l logger) Warnf(format string, v ...any)   { l.l.Warn(fmt.Sprintf(format, v...)) }
+func (l logger) Fatalf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l logger) Errorf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l logger) Debugf(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l logger) Tracef(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,319 @@
+package cachenode_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/cachenodetest"
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/storagetest"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func pod(ns, name, app string, i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}},
+		Spec:       corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i%3), Containers: []corev1.Container{{Name: "c", Image: "img"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+func put(t *testing.T, e *cachenodetest.Env, p *corev1.Pod, proto bool) int64 {
+	t.Helper()
+	var (
+		b   []byte
+		err error
+	)
+	if proto {
+		b, err = e.Codec.EncodeProtobuf(p)
+	} else {
+		b, err = e.Codec.EncodeJSON(p)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.Etcd.Put(context.Background(), "/registry/pods/"+p.Namespace+"/"+p.Name, string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+func TestEveryWriteOnNATSOnceInOrder(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	e := cachenodetest.Start(t)
+	nc, err := nats.Connect(e.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msgs := make(chan *nats.Msg, 1000)
+	sub, err := nc.ChanSubscribe(event.RangeSubjects("pods"), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// creates, updates and deletes over three namespaces, some in one txn
+	rnd := rand.New(rand.NewPCG(1, 2))
+	type write struct {
+		rev  int64
+		typ  event.Type
+		key  string
+		ns   string
+		txn2 bool
+	}
+	var writes []write
+	live := map[string]bool{}
+	ctx := context.Background()
+	for i := range 120 {
+		ns := fmt.Sprintf("ns%d", rnd.IntN(3))
+		name := fmt.Sprintf("p%d", rnd.IntN(8))
+		key := "/registry/pods/" + ns + "/" + name
+		switch {
+		case live[key] && rnd.IntN(3) == 0:
+			resp, err := e.Etcd.Delete(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(live, key)
+			writes = append(writes, write{resp.Header.Revision, event.Deleted, key, ns, false})
+		case i%17 == 0:
+			// two pods in one transaction: one revision, two events
+			other := fmt.Sprintf("/registry/pods/%s/txn%d", ns, i)
+			a, _ := e.Codec.EncodeJSON(pod(ns, name, "web", i))
+			b, _ := e.Codec.EncodeJSON(pod(ns, fmt.Sprintf("txn%d", i), "web", i))
+			resp, err := e.Etcd.Txn(ctx).Then(clientv3OpPut(key, a), clientv3OpPut(other, b)).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			typ := event.Added
+			if live[key] {
+				typ = event.Modified
+			}
+			live[key], live[other] = true, true
+			writes = append(writes, write{resp.Header.Revision, typ, key, ns, true}, write{resp.Header.Revision, event.Added, other, ns, true})
+		default:
+			typ := event.Added
+			if live[key] {
+				typ = event.Modified
+			}
+			rev := put(t, e, pod(ns, name, "web", i), i%5 == 0)
+			live[key] = true
+			writes = append(writes, write{rev, typ, key, ns, false})
+		}
+	}
+
+	var got []event.Event
+	timeout := time.After(20 * time.Second)
+	for len(got) < len(writes) {
+		select {
+		case m := <-msgs:
+			var ev event.Event
+			if err := ev.Unmarshal(m.Data); err != nil {
+				t.Fatal(err)
+			}
+			if m.Subject != event.Subject("pods", ev.Namespace) {
+				t.Fatalf("event of %s on subject %s", ev.Namespace, m.Subject)
+			}
+			got = append(got, ev)
+		case <-timeout:
+			t.Fatalf("received %d of %d events", len(got), len(writes))
+		}
+	}
+	select {
+	case m := <-msgs:
+		t.Fatalf("extra message on %s", m.Subject)
+	case <-time.After(300 * time.Millisecond):
+	}
+	var prevRange int64
+	prevSubject := map[string]int64{}
+	for i, w := range writes {
+		ev := got[i]
+		if ev.Revision != w.rev || ev.Key != w.key || ev.Type != w.typ {
+			t.Fatalf("event %d = %v %s@%d, want %v %s@%d", i, ev.Type, ev.Key, ev.Revision, w.typ, w.key, w.rev)
+		}
+		if ev.PrevRangeRevision != prevRange || ev.PrevSubjectRevision != prevSubject[w.ns] {
+			t.Fatalf("event %d (%d) chain = range %d subject %d, want %d %d", i, ev.Revision, ev.PrevRangeRevision, ev.PrevSubjectRevision, prevRange, prevSubject[w.ns])
+		}
+		prevRange, prevSubject[w.ns] = ev.Revision, ev.Revision
+		if !strings.Contains(string(ev.Object), fmt.Sprintf(`"resourceVersion":"%d"`, w.rev)) {
+			t.Fatalf("event %d object without its revision: %.200s", i, ev.Object)
+		}
+	}
+
+	// the window serves the same events to a late gateway
+	first := writes[0].rev - 1
+	evs, seen, err := e.Client.Events(ctx, "pods", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(got) || seen < writes[len(writes)-1].rev {
+		t.Fatalf("Events = %d events seen %d", len(evs), seen)
+	}
+	for i := range evs {
+		if evs[i].Revision != got[i].Revision || evs[i].Key != got[i].Key || evs[i].PrevSubjectRevision != got[i].PrevSubjectRevision {
+			t.Fatalf("window event %d differs", i)
+		}
+	}
+}
+
+func TestProgressOnIdleRange(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	e := cachenodetest.Start(t)
+	sub, err := e.NATS.SubscribeSync(event.ProgressSubject("configmaps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	rev := put(t, e, pod("a", "p", "web", 0), false) // another range moves etcd on
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("no progress at %d on the idle range: %v", rev, err)
+		}
+		var ev event.Event
+		if err := ev.Unmarshal(m.Data); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != event.Progress || ev.Range != "configmaps" {
+			t.Fatalf("progress message %+v", ev)
+		}
+		if ev.Revision >= rev {
+			break
+		}
+	}
+}
+
+func TestReadAPI(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	reg := prometheus.NewRegistry()
+	e := cachenodetest.Start(t, func(c *cachenode.Config) { c.Metrics = reg })
+	ctx := context.Background()
+	var last int64
+	for i := range 10 {
+		app := "web"
+		if i%3 == 0 {
+			app = "db"
+		}
+		last = put(t, e, pod(fmt.Sprintf("ns%d", i%2), fmt.Sprintf("p%d", i), app, i), i%2 == 0)
+	}
+	// consistent read: wait for etcd's revision, reached on a write elsewhere
+	resp, err := e.Etcd.Put(ctx, "/registry/configmaps/x/y", "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := e.Client.List(ctx, "pods", client.ListOptions{Read: client.Read{ResourceVersion: resp.Header.Revision, Match: "NotOlderThan"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 10 || l.Revision < resp.Header.Revision {
+		t.Fatalf("List = %d items at %d", len(l.Items), l.Revision)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("NotOlderThan on a quiet range took %v", d)
+	}
+
+	// pages with a selector at one revision
+	var names []string
+	o := client.ListOptions{Read: client.Read{ResourceVersion: last, Match: "Exact"}, Label: "app=web", Field: "spec.nodeName!=node-0", Limit: 2}
+	for {
+		l, err := e.Client.List(ctx, "pods", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Revision != last || l.Remaining != 0 {
+			t.Fatalf("page at %d remaining %d", l.Revision, l.Remaining)
+		}
+		for _, it := range l.Items {
+			var p corev1.Pod
+			if err := jsonDecode(it, &p); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		if l.Continue == "" {
+			break
+		}
+		o.Continue = l.Continue
+	}
+	// app=web: i not divisible by 3; nodeName != node-0: i%3 != 0 — the same set
+	want := []string{"ns0/p2", "ns0/p4", "ns0/p8", "ns1/p1", "ns1/p5", "ns1/p7"}
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Fatalf("pages = %v, want %v", names, want)
+	}
+
+	obj, err := e.Client.Get(ctx, "pods", "/registry/pods/ns0/p4", client.Read{}, client.Protobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p corev1.Pod
+	if err := p.Unmarshal(obj.Data); err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "p4" || p.ResourceVersion != fmt.Sprint(obj.Revision) || p.Labels["app"] != "web" {
+		t.Fatalf("protobuf pod %+v", p.ObjectMeta)
+	}
+	if _, err := e.Client.Get(ctx, "pods", "/registry/pods/ns0/nope", client.Read{}, client.JSON); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("Get missing = %v", err)
+	}
+	if _, _, err := e.Client.Events(ctx, "pods", 0); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("Events before the list = %v", err)
+	}
+	if _, err := e.Client.List(ctx, "pods", client.ListOptions{Label: "a b c"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("bad selector = %v", err)
+	}
+	if err := e.Client.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		seen[mf.GetName()] = true
+	}
+	for _, name := range []string{"kgate_cachenode_events_total", "kgate_cachenode_store_objects", "kgate_cachenode_store_bytes",
+		"kgate_cachenode_window_events", "kgate_cachenode_seen_lag_revisions", "kgate_cachenode_requests_total",
+		"kgate_cachenode_request_duration_seconds", "kgate_cachenode_ranges_ready", "kgate_cachenode_published_total"} {
+		if !seen[name] {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+}
+
+func TestCloseBeforeRun(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	e := cachenodetest.Start(t)
+	n, err := cachenode.New(cachenode.Config{Etcd: e.Etcd, NATS: e.NATS, Registry: e.Registry, Codec: e.Codec, Ranges: e.Ranges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Run(context.Background()); err == nil {
+		t.Fatal("Run after Close succeeded")
+	}
+	if _, err := cachenode.New(cachenode.Config{}); err == nil {
+		t.Fatal("New with an empty config succeeded")
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/kgate/kgate/deploy/devcluster"
+)
+
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("kgate dev", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", ".kgate", "directory for etcd data, certificates and the kubeconfig (kept across restarts)")
+	listen := fs.String("listen", "127.0.0.1:6443", "HTTPS address of the gateway")
+	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file (token,user,uid,\"group1,group2\")")
+	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	c, err := devcluster.Start(ctx, devcluster.Config{
+		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
+		Build: version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nkgate is serving on https://%s\n\n  kubeconfig: %s\n  try:        kubectl --kubeconfig %s get namespaces\n\n",
+		c.Addr(), c.Kubeconfig(), c.Kubeconfig())
+	select {
+	case <-ctx.Done():
+	case <-c.Done():
+	}
+	log.Info("shutting down")
+	return c.Close()
+}

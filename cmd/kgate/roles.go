@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/revision"
+)
+
+// backendFlags are the flags both production roles take.
+type backendFlags struct {
+	etcdServers *string
+	natsURL     *string
+	logLevel    *string
+}
+
+func addBackendFlags(fs *flag.FlagSet) backendFlags {
+	return backendFlags{
+		etcdServers: fs.String("etcd-servers", "http://127.0.0.1:2379", "comma-separated etcd client URLs"),
+		natsURL:     fs.String("nats-url", nats.DefaultURL, "NATS server URL(s), comma-separated"),
+		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
+	}
+}
+
+// backends are the connections a role runs on.
+type backends struct {
+	log    *slog.Logger
+	etcd   *clientv3.Client
+	nats   *nats.Conn
+	reg    *registry.Registry
+	codec  *codec.Codec
+	ranges *ranges.Table
+	prom   *prometheus.Registry
+}
+
+func (f backendFlags) connect(name string) (*backends, error) {
+	log, err := newLogger(*f.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	b := &backends{log: log, prom: prometheus.NewRegistry()}
+	b.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if b.etcd, err = clientv3.New(clientv3.Config{
+		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+	}); err != nil {
+		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
+	}
+	if b.nats, err = nats.Connect(*f.natsURL, nats.Name(name), nats.MaxReconnects(-1)); err != nil {
+		b.etcd.Close()
+		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
+	}
+	if b.reg, err = registry.NewBuiltin(); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.codec = codec.New(b.reg.Scheme())
+	if b.ranges, err = ranges.Default(b.reg); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *backends) close() {
+	b.nats.Close()
+	b.etcd.Close()
+}
+
+func runGateway(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("kgate gateway", flag.ContinueOnError)
+	bf := addBackendFlags(fs)
+	bind := fs.String("bind-address", "0.0.0.0", "address to serve HTTPS on")
+	port := fs.Int("secure-port", 6443, "port to serve HTTPS on")
+	certFile := fs.String("tls-cert-file", "", "serving certificate (PEM); required")
+	keyFile := fs.String("tls-private-key-file", "", "serving key (PEM); required")
+	clientCA := fs.String("client-ca-file", "", "CA bundle verifying client certificates")
+	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file")
+	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
+	cacheAddr := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache node's read API")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *certFile == "" || *keyFile == "" {
+		return errors.New("--tls-cert-file and --tls-private-key-file are required")
+	}
+	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	if err != nil {
+		return fmt.Errorf("cannot load serving certificate: %w", err)
+	}
+	b, err := bf.connect("kgate-gateway")
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	store, err := storage.New(storage.Config{Client: b.etcd, Registry: b.reg, Codec: b.codec, Logger: b.log.With("component", "storage")})
+	if err != nil {
+		return err
+	}
+	oracle, err := revision.New(revision.Config{KV: b.etcd, Logger: b.log.With("component", "revision")})
+	if err != nil {
+		return err
+	}
+	defer oracle.Close()
+	cache, err := client.New(client.Config{Addr: *cacheAddr})
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	gw, err := gateway.New(gateway.Config{
+		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)),
+		TLS: &tls.Config{
+			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
+			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
+		},
+		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, Cache: cache, NATS: b.nats,
+		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
+		Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
+	})
+	if err != nil {
+		return err
+	}
+	return gw.Run(ctx)
+}
+
+func runCachenode(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("kgate cachenode", flag.ContinueOnError)
+	bf := addBackendFlags(fs)
+	listen := fs.String("listen", "0.0.0.0:7443", "address of the internal read API")
+	metricsAddr := fs.String("metrics-address", "0.0.0.0:7444", "address serving /metrics, /livez and /readyz")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := bf.connect("kgate-cachenode")
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	node, err := cachenode.New(cachenode.Config{
+		Etcd: b.etcd, NATS: b.nats, Registry: b.reg, Codec: b.codec, Ranges: b.ranges,
+		Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(b.prom, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !node.Ready() {
+			http.Error(w, "[-]ranges not synced", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	defer srv.Close()
+	runErr := node.Run(ctx)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("cannot serve metrics: %w", err)
+		}
+	default:
+	}
+	return runErr
+}

@@ -1,0 +1,248 @@
+// Package gateway is kgate's front door: a fasthttp server over TLS that
+// authenticates each request, parses it into Kubernetes request attributes,
+// serves discovery and OpenAPI from pre-rendered bytes, and hands resource
+// requests to the REST handlers (reads from cache nodes, watches from NATS,
+// writes to etcd). Errors from every layer become a metav1.Status here, in
+// one place.
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/discovery"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/openapi"
+	"github.com/kgate/kgate/gateway/internal/rest"
+	"github.com/kgate/kgate/gateway/internal/watchhub"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/revision"
+)
+
+// DefaultMaxRequestBodyBytes is kube-apiserver's limit on request bodies.
+const DefaultMaxRequestBodyBytes = 3 << 20
+
+// DefaultKubernetesVersion is the Kubernetes API version kgate serves.
+const DefaultKubernetesVersion = "v1.37.2"
+
+// Config configures a Gateway.
+type Config struct {
+	// Listen is the host:port to serve HTTPS on.
+	Listen string
+	// TLS is the serving configuration; it must not offer h2.
+	TLS *tls.Config
+
+	Registry  *registry.Registry
+	Codec     *codec.Codec
+	Ranges    *ranges.Table
+	Store     *storage.Store
+	Revisions *revision.Oracle
+	Cache     *client.Client
+	NATS      *nats.Conn
+
+	// ClientCAFile verifies client certificates (x509 authentication).
+	ClientCAFile string
+	// TokenAuthFile is a kube-apiserver static token file.
+	TokenAuthFile string
+	// AnonymousAuth admits requests without credentials as
+	// system:anonymous.
+	AnonymousAuth bool
+
+	// KubernetesVersion is the Kubernetes version the gateway speaks, as
+	// /version reports it. Default DefaultKubernetesVersion.
+	KubernetesVersion string
+	// Build is kgate's own version, added to /version as build metadata.
+	Build string
+	// MaxRequestBodyBytes: larger bodies get 413. Default 3 MiB.
+	MaxRequestBodyBytes int
+	// MinWatchTimeout, BookmarkInterval: see rest.Config.
+	MinWatchTimeout  time.Duration
+	BookmarkInterval time.Duration
+	// ShutdownGrace bounds how long Run waits for requests in flight after
+	// its context ends. Default 10s.
+	ShutdownGrace time.Duration
+
+	Logger *slog.Logger
+	// Metrics is where the gateway registers its metrics; Gatherer serves
+	// /metrics. Both required.
+	Metrics  prometheus.Registerer
+	Gatherer prometheus.Gatherer
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Listen == "" || c.TLS == nil:
+		return errors.New("cannot make gateway: Listen and TLS are required")
+	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || c.Cache == nil || c.NATS == nil:
+		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache and NATS are required")
+	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
+		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
+	}
+	for _, p := range c.TLS.NextProtos {
+		if p == "h2" {
+			return errors.New("cannot make gateway: fasthttp serves HTTP/1.1 only, do not offer h2")
+		}
+	}
+	if c.KubernetesVersion == "" {
+		c.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if c.MaxRequestBodyBytes <= 0 {
+		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	return nil
+}
+
+// Gateway serves the Kubernetes API.
+type Gateway struct {
+	cfg       Config
+	authn     *authn.Authenticator
+	discovery *discovery.Discovery
+	openapi   *openapi.Documents
+	codec     *negotiate.Codec
+	hub       *watchhub.Hub
+	rest      *rest.Handler
+	metrics   *metrics
+	server    *fasthttp.Server
+
+	base       context.Context // cancelled when shutdown starts: ends watches
+	cancelBase context.CancelFunc
+
+	mu       sync.Mutex // guards listener
+	listener net.Listener
+	ready    chan struct{} // closed once listening
+}
+
+// New builds a gateway; Run serves it.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, ready: make(chan struct{})}
+	var err error
+	if g.authn, err = authn.New(authn.Config{
+		ClientCAFile: cfg.ClientCAFile, TokenAuthFile: cfg.TokenAuthFile, Anonymous: cfg.AnonymousAuth,
+		Logger: cfg.Logger.With("component", "authn"),
+	}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.discovery, err = discovery.New(cfg.Registry, v); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.openapi, err = openapi.New(cfg.Registry, v); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.codec, err = negotiate.NewCodec(cfg.Registry.Scheme()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.metrics, err = newMetrics(cfg.Metrics, cfg.Gatherer); err != nil {
+		return nil, err
+	}
+	hubMetrics, err := watchhub.NewMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: cfg.Cache, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.base, g.cancelBase = context.WithCancel(context.Background())
+	g.rest, err = rest.New(g.base, rest.Config{
+		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: cfg.Cache,
+		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec,
+		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
+	})
+	if err != nil {
+		g.hub.Close()
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.server = &fasthttp.Server{
+		Handler:                       g.handle,
+		ErrorHandler:                  g.readError,
+		Name:                          "kgate",
+		MaxRequestBodySize:            cfg.MaxRequestBodyBytes,
+		ReadTimeout:                   5 * time.Minute,
+		IdleTimeout:                   90 * time.Second,
+		DisablePreParseMultipartForm:  true,
+		NoDefaultServerHeader:         true,
+		DisableHeaderNamesNormalizing: false,
+		Logger:                        fasthttpLogger{cfg.Logger},
+	}
+	return g, nil
+}
+
+// Addr returns the address the gateway listens on, once Run has started
+// listening (Ready is closed).
+func (g *Gateway) Addr() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.listener == nil {
+		return ""
+	}
+	return g.listener.Addr().String()
+}
+
+// Ready is closed once the gateway accepts connections.
+func (g *Gateway) Ready() <-chan struct{} { return g.ready }
+
+// Run serves until ctx ends, then stops accepting, ends watches (with a
+// final bookmark for those that asked for bookmarks) and waits for
+// requests in flight, at most ShutdownGrace.
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
+	}
+	g.mu.Lock()
+	g.listener = ln
+	g.mu.Unlock()
+	close(g.ready)
+	g.cfg.Logger.Info("gateway serving", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- g.server.Serve(tls.NewListener(ln, g.cfg.TLS)) }()
+	select {
+	case err := <-errc:
+		g.shutdown()
+		return fmt.Errorf("cannot serve: %w", err)
+	case <-ctx.Done():
+	}
+	g.shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
+	defer cancel()
+	if err := g.server.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cannot shut down: %w", err)
+	}
+	<-errc
+	return nil
+}
+
+func (g *Gateway) shutdown() {
+	g.cancelBase()
+	g.hub.Close()
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
+}

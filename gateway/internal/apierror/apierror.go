@@ -1,0 +1,191 @@
+// Package apierror is the one place where errors become the metav1.Status
+// a client sees. Status maps storage errors, context deadlines and errors
+// that already carry a Status; the constructors build the gateway's own
+// client errors with k8s.io/apimachinery/pkg/api/errors, so their codes,
+// reasons and messages are kube-apiserver's.
+package apierror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kgate/kgate/storage"
+)
+
+// Messages kube-apiserver uses for the same conditions.
+const (
+	conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+	expiredMessage  = "too old resource version"
+	tooLargeMessage = "Too large resource version"
+	timeoutMessage  = "request did not complete within requested timeout - context deadline exceeded"
+)
+
+// tooLargeRetrySeconds is the Retry-After of a resource version not yet
+// reached, as kube-apiserver's watch cache sends it.
+const tooLargeRetrySeconds = 1
+
+// Status returns the Status a client sees for err, which happened on the
+// object name of resource qualified (name may be empty). A nil err gives
+// nil. Errors that carry a Status (apierrors.APIStatus, also wrapped) pass
+// through; storage errors map to their Kubernetes equivalents; anything
+// else is a 500 InternalError keeping err's message.
+func Status(err error, qualified schema.GroupResource, name string) *metav1.Status {
+	if err == nil {
+		return nil
+	}
+	var se *apierrors.StatusError
+	switch {
+	case asAPIStatus(err) != nil:
+		return complete(asAPIStatus(err).Status())
+	case errors.Is(err, storage.ErrNotFound):
+		se = apierrors.NewNotFound(qualified, name)
+	case errors.Is(err, storage.ErrAlreadyExists):
+		se = apierrors.NewAlreadyExists(qualified, name)
+	case errors.Is(err, storage.ErrConflict):
+		se = apierrors.NewConflict(qualified, name, errors.New(conflictMessage))
+	case errors.Is(err, storage.ErrCompacted):
+		// 410 Expired, as the etcd3 store and watch cache answer for
+		// lists, watches and continue tokens (Gone is deprecated).
+		se = apierrors.NewResourceExpired(withDetail(expiredMessage, err, storage.ErrCompacted))
+	case errors.Is(err, storage.ErrRevisionTooLarge):
+		se = apierrors.NewTimeoutError(withDetail(tooLargeMessage, err, storage.ErrRevisionTooLarge), tooLargeRetrySeconds)
+		se.ErrStatus.Details.Causes = []metav1.StatusCause{{
+			Type:    metav1.CauseTypeResourceVersionTooLarge,
+			Message: tooLargeMessage,
+		}}
+	case errors.Is(err, storage.ErrUnavailable):
+		se = apierrors.NewServiceUnavailable(err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		se = apierrors.NewTimeoutError(timeoutMessage, 0)
+	default:
+		// storage.ErrInvalidObject (a stored object that cannot be decoded
+		// or encoded) and everything unexpected.
+		se = apierrors.NewInternalError(err)
+	}
+	return complete(se.ErrStatus)
+}
+
+func asAPIStatus(err error) apierrors.APIStatus {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s
+	}
+	return nil
+}
+
+// complete fills what upstream's ErrorToAPIStatus fills: Status, a code
+// matching it, and the Status kind.
+func complete(s metav1.Status) *metav1.Status {
+	if s.Status == "" {
+		s.Status = metav1.StatusFailure
+	}
+	if s.Code == 0 {
+		if s.Status == metav1.StatusSuccess {
+			s.Code = http.StatusOK
+		} else {
+			s.Code = http.StatusInternalServerError
+		}
+	}
+	s.Kind = "Status"
+	s.APIVersion = "v1"
+	return &s
+}
+
+// withDetail returns msg, followed by what err says beyond sentinel when
+// err wraps it: "too old resource version: cannot watch from 12".
+func withDetail(msg string, err, sentinel error) string {
+	text := err.Error()
+	if text == sentinel.Error() {
+		return msg
+	}
+	return msg + ": " + strings.TrimSuffix(text, ": "+sentinel.Error())
+}
+
+// RetryAfter returns the seconds a client should wait before retrying, for
+// the Retry-After header, when s asks for it.
+func RetryAfter(s *metav1.Status) (seconds int, ok bool) {
+	if s == nil || s.Details == nil || s.Details.RetryAfterSeconds <= 0 {
+		return 0, false
+	}
+	return int(s.Details.RetryAfterSeconds), true
+}
+
+// BadRequest is a 400 BadRequest with message.
+func BadRequest(message string) *apierrors.StatusError {
+	return apierrors.NewBadRequest(message)
+}
+
+// UnprocessableEntity is the 422 kube-apiserver answers for a well-formed
+// patch that cannot be applied (a failed JSON patch test, a missing path).
+func UnprocessableEntity(message string) *apierrors.StatusError {
+	return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", schema.GroupResource{}, "", message, 0, false)
+}
+
+// Invalid is a 422 Invalid for the object name of kind qualified, with
+// one cause per field error.
+func Invalid(qualified schema.GroupKind, name string, errs field.ErrorList) *apierrors.StatusError {
+	return apierrors.NewInvalid(qualified, name, errs)
+}
+
+// NotAcceptable is the 406 of a failed Accept negotiation: accepted lists
+// the media types the endpoint serves.
+func NotAcceptable(accepted []string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusNotAcceptable,
+		Reason:  metav1.StatusReasonNotAcceptable,
+		Message: fmt.Sprintf("only the following media types are accepted: %v", strings.Join(accepted, ", ")),
+	}}
+}
+
+// UnsupportedMediaType is the 415 of a request body in a format the
+// endpoint does not read: accepted lists the media types it reads.
+func UnsupportedMediaType(accepted []string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusUnsupportedMediaType,
+		Reason: metav1.StatusReasonUnsupportedMediaType,
+		Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %v",
+			strings.Join(accepted, ", ")),
+	}}
+}
+
+// RequestEntityTooLarge is the 413 of a body over limit bytes.
+func RequestEntityTooLarge(limit int64) *apierrors.StatusError {
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit))
+}
+
+// MethodNotSupported is the 405 of a verb (action) the resource does not
+// serve.
+func MethodNotSupported(qualified schema.GroupResource, action string) *apierrors.StatusError {
+	return apierrors.NewMethodNotSupported(qualified, action)
+}
+
+// Forbidden is the 403 of a denied request on the object name of resource
+// qualified; reason says why ("User \"u\" cannot get resource ...").
+func Forbidden(qualified schema.GroupResource, name string, reason error) *apierrors.StatusError {
+	return apierrors.NewForbidden(qualified, name, reason)
+}
+
+// Unauthorized is the 401 of a request without valid credentials; an
+// empty message gives kube-apiserver's "Unauthorized".
+func Unauthorized(message string) *apierrors.StatusError {
+	if message == "" {
+		message = "Unauthorized"
+	}
+	return apierrors.NewUnauthorized(message)
+}
+
+// TooManyRequests is the 429 of a rejected request; the client should
+// retry after retryAfterSeconds.
+func TooManyRequests(message string, retryAfterSeconds int) *apierrors.StatusError {
+	return apierrors.NewTooManyRequests(message, retryAfterSeconds)
+}

@@ -1,0 +1,233 @@
+// Package discovery serves everything kubectl and client-go read to learn
+// what the API offers: /api (APIVersions), /apis (APIGroupList), /apis/<g>
+// (APIGroup), /api/v1 and /apis/<g>/<v> (APIResourceList), the aggregated
+// discovery documents (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) on
+// /api and /apis, and /version.
+//
+// Every document is rendered once, in New, from the resource registry into
+// ready-to-send JSON, YAML and protobuf bytes; Serve only negotiates the
+// Accept header (precomputed for the headers clients really send) and
+// returns a slice of those bytes.
+package discovery
+
+import (
+	"crypto/sha512"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// Response is one ready-to-send answer. Body is shared: callers must not
+// modify it.
+type Response struct {
+	Status      int
+	ContentType string
+	Body        []byte
+	// ETag is set (quoted) on aggregated discovery answers. Like
+	// kube-apiserver, the router then also sends "Vary: Accept" and
+	// "Cache-Control: public", and answers 304 Not Modified with no body
+	// when NotModified reports the client already has this document.
+	ETag string
+}
+
+// NotModified reports whether a request whose If-None-Match header is
+// ifNoneMatch already holds the document r carries.
+func (r Response) NotModified(ifNoneMatch string) bool {
+	return r.ETag != "" && ifNoneMatch == r.ETag
+}
+
+// Discovery holds the rendered discovery documents. It is immutable and
+// safe for concurrent use.
+type Discovery struct {
+	docs          map[string]*document // by URL path, without trailing slash
+	negotiated    map[negotiationKey]negotiated
+	version       Response
+	notAcceptable Response
+}
+
+// document is one discovery endpoint in every format.
+type document struct {
+	plain encoded
+	// aggregated is the APIGroupDiscoveryList served on /api and /apis
+	// when the client asks for it; nil elsewhere.
+	aggregated *encoded
+	etag       string
+}
+
+// New renders the discovery documents of every group, version and
+// resource in reg, and /version from v. It fails when reg lists a
+// subresource discovery cannot describe or when v.GitVersion is not a
+// semantic version agreeing with v.Major and v.Minor.
+func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
+	d := &Discovery{docs: map[string]*document{}, negotiated: precompute()}
+	enc := newEncoders()
+
+	body, err := versionBody(v)
+	if err != nil {
+		return nil, err
+	}
+	d.version = Response{Status: http.StatusOK, ContentType: runtime.ContentTypeJSON, Body: body}
+
+	if d.notAcceptable, err = notAcceptable(); err != nil {
+		return nil, err
+	}
+
+	var (
+		legacy     *apidiscoveryv2.APIGroupDiscovery // the core group, if served
+		groups     []apidiscoveryv2.APIGroupDiscovery
+		groupsList = &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	)
+	for _, g := range reg.Groups() {
+		agg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Group}}
+		var versions []metav1.GroupVersionForDiscovery
+		for _, ver := range g.Versions {
+			gv := schema.GroupVersion{Group: g.Group, Version: ver}
+			list, err := apiResources(reg, g.Group, ver)
+			if err != nil {
+				return nil, err
+			}
+			rl := &metav1.APIResourceList{
+				TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+				GroupVersion: gv.String(),
+				APIResources: list,
+			}
+			path := "/apis/" + g.Group + "/" + ver
+			if g.Group == "" {
+				// kube-apiserver serves the legacy group without apiVersion.
+				rl.APIVersion = ""
+				path = "/api/" + ver
+			}
+			if err := d.add(enc, path, rl, nil); err != nil {
+				return nil, err
+			}
+			versions = append(versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: ver})
+			agg.Versions = append(agg.Versions, apidiscoveryv2.APIVersionDiscovery{
+				Version:   ver,
+				Resources: aggregatedResources(list),
+				Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent,
+			})
+		}
+		if len(versions) == 0 {
+			continue
+		}
+		if g.Group == "" {
+			legacy = &agg
+			continue
+		}
+		group := metav1.APIGroup{Name: g.Group, Versions: versions, PreferredVersion: versions[0]}
+		groupsList.Groups = append(groupsList.Groups, group)
+		group.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+		if err := d.add(enc, "/apis/"+g.Group, &group, nil); err != nil {
+			return nil, err
+		}
+		groups = append(groups, agg)
+	}
+
+	if legacy != nil {
+		versions := &metav1.APIVersions{
+			TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{},
+		}
+		for _, v := range legacy.Versions {
+			versions.Versions = append(versions.Versions, v.Version)
+		}
+		if err := d.add(enc, "/api", versions, []apidiscoveryv2.APIGroupDiscovery{*legacy}); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.add(enc, "/apis", groupsList, groups); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// add renders the document at path: plain, and aggregated when agg is not
+// nil.
+func (d *Discovery) add(enc *encoders, path string, plain runtime.Object, agg []apidiscoveryv2.APIGroupDiscovery) error {
+	doc := &document{}
+	var err error
+	if doc.plain, err = enc.encode(plain); err != nil {
+		return fmt.Errorf("cannot render %s: %w", path, err)
+	}
+	if agg != nil {
+		list := &apidiscoveryv2.APIGroupDiscoveryList{
+			TypeMeta: metav1.TypeMeta{Kind: aggregatedKind, APIVersion: apidiscoveryv2.SchemeGroupVersion.String()},
+			Items:    agg,
+		}
+		body, err := enc.encode(list)
+		if err != nil {
+			return fmt.Errorf("cannot render aggregated %s: %w", path, err)
+		}
+		doc.aggregated = &body
+		doc.etag = strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(body[formatJSON])))
+	}
+	d.docs[path] = doc
+	return nil
+}
+
+// Serve returns the discovery document at path in the representation the
+// Accept header asks for: 200 with the document, or 406 with a Status when
+// no served representation is acceptable. ok is false when path is not a
+// discovery endpoint, including an unknown group or version; the router
+// answers those (404).
+func (d *Discovery) Serve(path, accept string) (resp Response, ok bool) {
+	if len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
+	}
+	if path == "/version" {
+		return d.version, true
+	}
+	doc, found := d.docs[path]
+	if !found {
+		return Response{}, false
+	}
+	canAggregate := doc.aggregated != nil
+	n, known := d.negotiated[negotiationKey{accept, canAggregate}]
+	if !known {
+		n.choice, n.ok = negotiate(accept, canAggregate)
+	}
+	switch {
+	case !n.ok:
+		return d.notAcceptable, true
+	case n.choice.aggregated:
+		return Response{
+			Status:      http.StatusOK,
+			ContentType: aggregatedMediaType(n.choice.format),
+			Body:        doc.aggregated[n.choice.format],
+			ETag:        doc.etag,
+		}, true
+	default:
+		return Response{Status: http.StatusOK, ContentType: n.choice.format.mediaType(), Body: doc.plain[n.choice.format]}, true
+	}
+}
+
+// notAcceptable renders kube-apiserver's answer when no representation
+// matches the Accept header.
+func notAcceptable() (Response, error) {
+	var types []string
+	for f := format(0); f < numFormats; f++ {
+		types = append(types, f.mediaType())
+	}
+	status := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure,
+		Message:  "only the following media types are accepted: " + strings.Join(types, ", "),
+		Reason:   metav1.StatusReasonNotAcceptable,
+		Code:     http.StatusNotAcceptable,
+	}
+	body, err := json.MarshalIndent(status, "", "  ")
+	if err != nil {
+		return Response{}, fmt.Errorf("cannot encode status: %w", err)
+	}
+	return Response{Status: http.StatusNotAcceptable, ContentType: runtime.ContentTypeJSON, Body: body}, nil
+}

@@ -1,0 +1,190 @@
+// Package rest serves the Kubernetes REST verbs of registered resources:
+// get, list and watch from cache nodes (and NATS), create, update, patch,
+// delete and deletecollection straight to etcd through storage. Handlers
+// return errors; the gateway turns them into metav1.Status in one place.
+package rest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/watchhub"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// objectStore is the etcd-backed storage the write path uses.
+type objectStore interface {
+	Get(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (runtime.Object, error)
+	List(ctx context.Context, res *registry.Resource, ns string, opts storage.ListOptions) (*storage.ListResult, error)
+	Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error)
+	Update(ctx context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, f storage.UpdateFunc) (runtime.Object, error)
+	Delete(ctx context.Context, res *registry.Resource, ns, name string, opts storage.DeleteOptions) (runtime.Object, bool, error)
+}
+
+// cacheReader reads cache nodes.
+type cacheReader interface {
+	Get(ctx context.Context, rangeID, key string, r client.Read, f client.Format) (client.Object, error)
+	List(ctx context.Context, rangeID string, o client.ListOptions) (*client.List, error)
+}
+
+// revisions tells etcd's current revision (batched).
+type revisions interface {
+	Current(ctx context.Context) (int64, error)
+}
+
+// Config configures a Handler.
+type Config struct {
+	Registry     *registry.Registry
+	Ranges       *ranges.Table
+	Store        objectStore
+	Cache        cacheReader
+	Revisions    revisions
+	Hub          *watchhub.Hub
+	Codec        *negotiate.Codec
+	StorageCodec *codec.Codec
+	Logger       *slog.Logger
+	// RequestTimeout bounds non-watch requests. Default 60s.
+	RequestTimeout time.Duration
+	// MinWatchTimeout: a watch without timeoutSeconds lasts a random time
+	// between it and twice it, as kube-apiserver's --min-request-timeout.
+	// Default 30m.
+	MinWatchTimeout time.Duration
+	// BookmarkInterval between bookmarks of a watch that asked for them.
+	// Default 1m (kube-apiserver's).
+	BookmarkInterval time.Duration
+	// WatchWriteTimeout bounds one write to a watch client. Default 30s.
+	WatchWriteTimeout time.Duration
+	// ListPageSize is the page size used when reading a list without a
+	// limit. Default 500.
+	ListPageSize int64
+	// Now returns the time (tables' ages). Default time.Now.
+	Now func() time.Time
+}
+
+// Handler serves resource requests.
+type Handler struct {
+	cfg  Config
+	base context.Context
+}
+
+// New returns a handler; base is the gateway's lifetime: requests in
+// flight end when it is cancelled.
+func New(base context.Context, cfg Config) (*Handler, error) {
+	if cfg.Registry == nil || cfg.Ranges == nil || cfg.Store == nil || cfg.Cache == nil ||
+		cfg.Revisions == nil || cfg.Hub == nil || cfg.Codec == nil || cfg.StorageCodec == nil || cfg.Logger == nil {
+		return nil, errors.New("cannot make REST handler: every dependency is required")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 60 * time.Second
+	}
+	if cfg.MinWatchTimeout <= 0 {
+		cfg.MinWatchTimeout = 30 * time.Minute
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = time.Minute
+	}
+	if cfg.WatchWriteTimeout <= 0 {
+		cfg.WatchWriteTimeout = 30 * time.Second
+	}
+	if cfg.ListPageSize <= 0 {
+		cfg.ListPageSize = 500
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, base: base}, nil
+}
+
+// request is one parsed resource request.
+type request struct {
+	rc    *fasthttp.RequestCtx
+	info  *requestinfo.Info
+	res   *registry.Resource
+	media negotiate.Media
+}
+
+// Serve handles a resource request for res.
+func (h *Handler) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *registry.Resource) error {
+	if err := checkSubresource(info, res); err != nil {
+		return err
+	}
+	r := &request{rc: rc, info: info, res: res}
+	if info.Verb == "watch" {
+		return h.watch(r)
+	}
+	m, err := negotiate.Negotiate(string(rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: true})
+	if err != nil {
+		return err
+	}
+	if negotiate.PrettyHint(string(rc.QueryArgs().Peek("pretty")), string(rc.UserAgent())) {
+		m.Pretty = true
+	}
+	r.media = m
+	ctx, cancel := context.WithTimeout(h.base, h.cfg.RequestTimeout)
+	defer cancel()
+	switch info.Verb {
+	case "get":
+		return h.get(ctx, r)
+	case "list":
+		return h.list(ctx, r)
+	case "create":
+		return h.create(ctx, r)
+	case "update":
+		return h.update(ctx, r)
+	case "patch":
+		return h.patch(ctx, r)
+	case "delete":
+		return h.delete(ctx, r)
+	case "deletecollection":
+		return h.deleteCollection(ctx, r)
+	}
+	return apierror.MethodNotSupported(res.GVR().GroupResource(), info.Verb)
+}
+
+// checkSubresource refuses verbs and subresources res does not serve.
+func checkSubresource(info *requestinfo.Info, res *registry.Resource) error {
+	gr := res.GVR().GroupResource()
+	if info.Subresource == "" {
+		for _, v := range res.SupportedVerbs() {
+			if v == info.Verb {
+				return nil
+			}
+		}
+		return apierror.MethodNotSupported(gr, info.Verb)
+	}
+	if !res.HasSubresource(info.Subresource) || info.Name == "" {
+		return notFoundPath()
+	}
+	switch info.Subresource {
+	case "status", "scale", "finalize":
+		switch info.Verb {
+		case "get", "update", "patch":
+			if info.Subresource == "finalize" && info.Verb != "update" {
+				return apierror.MethodNotSupported(gr, info.Verb)
+			}
+			return nil
+		}
+	case "binding":
+		if info.Verb == "create" {
+			return nil
+		}
+	}
+	return apierror.MethodNotSupported(gr, info.Verb)
+}
+
+// ErrNotFoundPath is returned for a URL that names nothing served.
+var ErrNotFoundPath = errors.New("rest: the server could not find the requested resource")
+
+func notFoundPath() error { return ErrNotFoundPath }

@@ -1,0 +1,292 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/storage"
+)
+
+// readFor turns a resourceVersion parameter into what the cache node
+// serves: unset is a consistent read (etcd's current revision, learned
+// through the shared batched call), "0" is whatever the cache has, N is
+// not older than N unless match says Exact.
+func (h *Handler) readFor(ctx context.Context, rvParam string, rv int64, match metav1.ResourceVersionMatch) (client.Read, error) {
+	switch {
+	case rvParam == "":
+		cur, err := h.cfg.Revisions.Current(ctx)
+		if err != nil {
+			return client.Read{}, fmt.Errorf("cannot learn the current revision: %w", err)
+		}
+		return client.Read{ResourceVersion: cur, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, nil
+	case rv == 0:
+		return client.Read{}, nil
+	case match == metav1.ResourceVersionMatchExact:
+		return client.Read{ResourceVersion: rv, Match: string(match)}, nil
+	}
+	return client.Read{ResourceVersion: rv, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, nil
+}
+
+// cacheFormat is the form to ask a cache node for: bare protobuf only when
+// the client gets the object itself in protobuf.
+func cacheFormat(m negotiate.Media) client.Format {
+	if m.Format == negotiate.Protobuf && m.As == negotiate.AsObject {
+		return client.Protobuf
+	}
+	return client.JSON
+}
+
+func (h *Handler) rangeOf(key string) (*ranges.Range, error) {
+	rng, ok := h.cfg.Ranges.Lookup(key)
+	if !ok {
+		return nil, fmt.Errorf("cannot find the range of key %q", key)
+	}
+	return rng, nil
+}
+
+func (h *Handler) get(ctx context.Context, r *request) error {
+	if r.info.Subresource == "scale" {
+		return h.getScale(ctx, r)
+	}
+	args := r.rc.QueryArgs()
+	rvParam := string(args.Peek("resourceVersion"))
+	var rv int64
+	if rvParam != "" {
+		var err error
+		if rv, err = strconv.ParseInt(rvParam, 10, 64); err != nil || rv < 0 {
+			return invalidRV(rvParam)
+		}
+	}
+	if r.res.StorageKind.Kind != "" {
+		obj, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, obj)
+	}
+	read, err := h.readFor(ctx, rvParam, rv, "")
+	if err != nil {
+		return err
+	}
+	key := r.res.Key(r.info.Namespace, r.info.Name)
+	rng, err := h.rangeOf(key)
+	if err != nil {
+		return err
+	}
+	format := cacheFormat(r.media)
+	obj, err := h.cfg.Cache.Get(ctx, rng.ID, key, read, format)
+	if errors.Is(err, storage.ErrRevisionTooLarge) && rvParam == "" {
+		// The cache could not catch up in time: serve the consistent read
+		// from etcd.
+		o, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, o)
+	}
+	if err != nil {
+		return err
+	}
+	return h.writeCached(r, 200, obj.Data, format)
+}
+
+// listPage is what list and the initial events of a watch read.
+type listPage struct {
+	items     [][]byte
+	revision  int64
+	lastKey   string // set when more items remain
+	remaining int64
+}
+
+// readList reads up to limit items (0: all) of the list prefix from the
+// ranges it spans, all at one revision, starting after afterKey.
+func (h *Handler) readList(ctx context.Context, r *request, o *listOptions, read client.Read, afterKey string, limit int64, format client.Format) (*listPage, error) {
+	prefix := r.res.ListPrefix(r.info.Namespace)
+	rngs := h.cfg.Ranges.Intersecting(prefix)
+	if len(rngs) == 0 {
+		return nil, fmt.Errorf("cannot find a range for prefix %q", prefix)
+	}
+	page := &listPage{}
+	for i, rng := range rngs {
+		if afterKey != "" && rng.End <= afterKey {
+			continue
+		}
+		want := int64(0)
+		if limit > 0 {
+			want = limit - int64(len(page.items))
+		}
+		after := ""
+		if afterKey != "" && rng.Contains(afterKey) {
+			after = afterKey
+		}
+		resp, err := h.cfg.Cache.List(ctx, rng.ID, client.ListOptions{
+			Read: read, Prefix: prefix, Label: o.labelSelector, Field: o.fieldSelector,
+			Limit: want, Continue: after, Format: format,
+		})
+		if err != nil {
+			return nil, err
+		}
+		page.items = append(page.items, resp.Items...)
+		page.revision = resp.Revision
+		// Every further range answers at exactly this revision: one
+		// snapshot across ranges.
+		read = client.Read{ResourceVersion: resp.Revision, Match: string(metav1.ResourceVersionMatchExact)}
+		if resp.Continue != "" {
+			page.lastKey = resp.Continue
+			page.remaining = resp.Remaining
+			if i < len(rngs)-1 {
+				page.remaining = 0 // unknown beyond this range
+			}
+			return page, nil
+		}
+		if limit > 0 && int64(len(page.items)) >= limit && i < len(rngs)-1 {
+			// Full page at a range boundary: continue from the next range.
+			page.lastKey = rngs[i+1].Start
+			return page, nil
+		}
+	}
+	return page, nil
+}
+
+func (h *Handler) list(ctx context.Context, r *request) error {
+	o, err := parseListOptions(r.rc.QueryArgs(), r.res, false)
+	if err != nil {
+		return err
+	}
+	if r.res.StorageKind.Kind != "" {
+		return h.listFromEtcd(ctx, r, o)
+	}
+	var read client.Read
+	afterKey := ""
+	if o.cont != nil {
+		read = client.Read{ResourceVersion: o.cont.ResourceVersion, Match: string(metav1.ResourceVersionMatchExact)}
+		afterKey = o.cont.afterKey(r.res)
+	} else if read, err = h.readFor(ctx, o.resourceVersion, o.rv, o.resourceVersionMatch); err != nil {
+		return err
+	}
+	format := cacheFormat(r.media)
+	page, err := h.readList(ctx, r, o, read, afterKey, o.limit, format)
+	switch {
+	case errors.Is(err, storage.ErrCompacted) && read.Match == string(metav1.ResourceVersionMatchExact):
+		// The cache no longer has that snapshot: read it from etcd.
+		return h.listFromEtcd(ctx, r, o)
+	case errors.Is(err, storage.ErrRevisionTooLarge) && o.resourceVersion == "" && o.cont == nil:
+		return h.listFromEtcd(ctx, r, o)
+	case errors.Is(err, client.ErrBadRequest):
+		return apierror.BadRequest(err.Error())
+	case err != nil:
+		return err
+	}
+	cont := ""
+	var remaining *int64
+	if page.lastKey != "" {
+		if cont, err = encodeContinue(r.res, page.lastKey, page.revision); err != nil {
+			return err
+		}
+		if o.labels.Empty() && o.fields.Empty() && page.remaining > 0 {
+			n := page.remaining
+			remaining = &n
+		}
+	}
+	return h.writeList(r, page.items, format, page.revision, cont, remaining)
+}
+
+// listFromEtcd serves a list straight from etcd: the fallback when the
+// cache cannot answer (a snapshot older than its window), and the path of
+// resources stored as another kind. Selectors are applied here.
+func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) error {
+	opts := storage.ListOptions{Limit: o.limit}
+	if o.cont != nil {
+		opts.Revision = o.cont.ResourceVersion
+		opts.After = o.cont.afterKey(r.res)
+	} else if o.resourceVersionMatch == metav1.ResourceVersionMatchExact {
+		opts.Revision = o.rv
+	}
+	var objs []runtime.Object
+	var res *storage.ListResult
+	for {
+		var err error
+		res, err = h.cfg.Store.List(ctx, r.res, r.info.Namespace, opts)
+		if errors.Is(err, storage.ErrCompacted) && o.cont != nil {
+			return expiredContinue()
+		}
+		if err != nil {
+			return err
+		}
+		for _, obj := range res.Items {
+			ok, err := h.matches(r, obj, o.labels, o.fields)
+			if err != nil {
+				return err
+			}
+			if ok {
+				objs = append(objs, obj)
+			}
+		}
+		// With selectors a page may come back short: read on until full.
+		if res.Last == "" || o.limit == 0 || int64(len(objs)) >= o.limit {
+			break
+		}
+		opts.Revision, opts.After = res.Revision, res.Last
+		opts.Limit = o.limit - int64(len(objs))
+	}
+	served := make([]runtime.Object, 0, len(objs))
+	for _, obj := range objs {
+		s, err := h.toServed(r.res, obj)
+		if err != nil {
+			return err
+		}
+		served = append(served, s)
+	}
+	cont := ""
+	var remaining *int64
+	if res.Last != "" {
+		var err error
+		if cont, err = encodeContinue(r.res, res.Last, res.Revision); err != nil {
+			return err
+		}
+		if o.labels.Empty() && o.fields.Empty() {
+			n := res.Remaining
+			remaining = &n
+		}
+	}
+	return h.writeObjectList(r, served, res.Revision, cont, remaining)
+}
+
+func expiredContinue() error {
+	return fmt.Errorf("the provided continue parameter is too old to display a consistent list result: %w", storage.ErrCompacted)
+}
+
+// matches applies selectors to a typed stored object.
+func (h *Handler) matches(r *request, obj runtime.Object, ls labels.Selector, fs fields.Selector) (bool, error) {
+	m, err := objectMeta(obj)
+	if err != nil {
+		return false, err
+	}
+	if !ls.Empty() && !ls.Matches(labels.Set(m.Labels)) {
+		return false, nil
+	}
+	if fs.Empty() {
+		return true, nil
+	}
+	set := fields.Set{"metadata.name": m.Name}
+	if r.res.Namespaced {
+		set["metadata.namespace"] = m.Namespace
+	}
+	if r.res.Fields != nil {
+		for k, v := range r.res.Fields(obj) {
+			set[k] = v
+		}
+	}
+	return fs.Matches(set), nil
+}

@@ -1,0 +1,238 @@
+package rest
+
+import (
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/convert"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/strategy"
+	"github.com/kgate/kgate/gateway/internal/table"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, error) { return strategy.ObjectMeta(obj) }
+
+// decodeServed decodes an object's served JSON (as a cache node keeps it)
+// into its typed form.
+func (h *Handler) decodeServed(res *registry.Resource, data []byte) (runtime.Object, error) {
+	obj, err := h.cfg.Registry.NewStored(res)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.cfg.StorageCodec.Decode(data, obj); err != nil {
+		return nil, err
+	}
+	return h.toServed(res, obj)
+}
+
+// toServed converts a stored object to the kind res serves.
+func (h *Handler) toServed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if res.StorageKind.Kind == "" {
+		return obj, nil
+	}
+	return convert.FromStorage(res, obj)
+}
+
+// toStored converts a served object to the kind res is stored as.
+func (h *Handler) toStored(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if res.StorageKind.Kind == "" {
+		return obj, nil
+	}
+	return convert.ToStorage(res, obj)
+}
+
+func (h *Handler) send(r *request, code int, contentType string, body []byte) error {
+	r.rc.SetStatusCode(code)
+	r.rc.SetContentType(contentType)
+	r.rc.SetBody(body)
+	return nil
+}
+
+// writeCached answers with one object as a cache node returned it: served
+// JSON, or a bare protobuf message when format is Protobuf.
+func (h *Handler) writeCached(r *request, code int, data []byte, format client.Format) error {
+	m := r.media
+	if m.As != negotiate.AsObject {
+		obj, err := h.decodeServed(r.res, data)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, code, obj)
+	}
+	switch {
+	case format == client.Protobuf:
+		return h.send(r, code, m.ContentType(), negotiate.ObjectProtobuf(r.res.APIVersion(), r.res.Kind, data))
+	case m.Format == negotiate.YAML:
+		body, err := negotiate.ObjectYAML(data)
+		if err != nil {
+			return err
+		}
+		return h.send(r, code, m.ContentType(), body)
+	case m.Pretty:
+		body, err := negotiate.PrettyJSON(data)
+		if err != nil {
+			return err
+		}
+		return h.send(r, code, m.ContentType(), body)
+	}
+	return h.send(r, code, m.ContentType(), data)
+}
+
+// writeObject answers with a typed object of the served kind (or the
+// storage kind, converted here).
+func (h *Handler) writeObject(r *request, code int, obj runtime.Object) error {
+	obj, err := h.toServed(r.res, obj)
+	if err != nil {
+		return err
+	}
+	m := r.media
+	var out runtime.Object = obj
+	switch m.As {
+	case negotiate.AsTable:
+		t, err := h.table(r, []runtime.Object{obj})
+		if err != nil {
+			return err
+		}
+		if om, err := objectMeta(obj); err == nil {
+			t.ResourceVersion = om.ResourceVersion
+		}
+		out = t
+	case negotiate.AsPartialObjectMetadata:
+		om, err := objectMeta(obj)
+		if err != nil {
+			return err
+		}
+		out = partial(r, om, m.AsVersion)
+	case negotiate.AsPartialObjectMetadataList:
+		return apierror.NotAcceptable([]string{"application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"})
+	}
+	body, err := h.cfg.Codec.Encode(out, m.Format, m.Pretty)
+	if err != nil {
+		return err
+	}
+	return h.send(r, code, m.ContentType(), body)
+}
+
+func partial(r *request, om *metav1.ObjectMeta, version string) *metav1.PartialObjectMetadata {
+	if version == "" {
+		version = "v1"
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/" + version, Kind: "PartialObjectMetadata"},
+		ObjectMeta: *om,
+	}
+}
+
+func (h *Handler) table(r *request, objs []runtime.Object) (*metav1.Table, error) {
+	include := string(r.rc.QueryArgs().Peek("includeObject"))
+	t, err := table.Convert(objs, r.res, include, h.cfg.Now())
+	if err != nil {
+		return nil, apierror.BadRequest(err.Error())
+	}
+	if r.media.AsVersion == "v1beta1" {
+		t.APIVersion = "meta.k8s.io/v1beta1"
+	}
+	return t, nil
+}
+
+// writeList answers with a list of pre-encoded items.
+func (h *Handler) writeList(r *request, items [][]byte, format client.Format, rev int64, cont string, remaining *int64) error {
+	m := r.media
+	if m.As != negotiate.AsObject {
+		objs := make([]runtime.Object, 0, len(items))
+		for _, it := range items {
+			obj, err := h.decodeServed(r.res, it)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, obj)
+		}
+		return h.writeObjectList(r, objs, rev, cont, remaining)
+	}
+	l := &negotiate.List{
+		APIVersion: r.res.APIVersion(), Kind: r.res.ListKind(),
+		ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining,
+		Items: items,
+	}
+	switch {
+	case format == client.Protobuf:
+		return h.send(r, 200, m.ContentType(), negotiate.ListProtobuf(l))
+	case m.Format == negotiate.YAML:
+		body, err := negotiate.ListYAML(l)
+		if err != nil {
+			return err
+		}
+		return h.send(r, 200, m.ContentType(), body)
+	}
+	body := negotiate.ListJSON(l)
+	if m.Pretty {
+		var err error
+		if body, err = negotiate.PrettyJSON(body); err != nil {
+			return err
+		}
+	}
+	return h.send(r, 200, m.ContentType(), body)
+}
+
+// writeObjectList answers with a list of typed objects of the served kind.
+func (h *Handler) writeObjectList(r *request, objs []runtime.Object, rev int64, cont string, remaining *int64) error {
+	m := r.media
+	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining}
+	switch m.As {
+	case negotiate.AsTable:
+		t, err := h.table(r, objs)
+		if err != nil {
+			return err
+		}
+		t.ListMeta = lm
+		return h.encodeAndSend(r, t)
+	case negotiate.AsPartialObjectMetadataList, negotiate.AsPartialObjectMetadata:
+		version := m.AsVersion
+		if version == "" {
+			version = "v1"
+		}
+		l := &metav1.PartialObjectMetadataList{
+			TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/" + version, Kind: "PartialObjectMetadataList"},
+			ListMeta: lm,
+		}
+		for _, obj := range objs {
+			om, err := objectMeta(obj)
+			if err != nil {
+				return err
+			}
+			l.Items = append(l.Items, *partial(r, om, version))
+		}
+		return h.encodeAndSend(r, l)
+	}
+	// Encode each item once and assemble the list like the cached path.
+	items := make([][]byte, 0, len(objs))
+	format := cacheFormat(m)
+	for _, obj := range objs {
+		var b []byte
+		var err error
+		if format == client.Protobuf {
+			b, err = h.cfg.StorageCodec.EncodeRawProtobuf(obj)
+		} else {
+			b, err = h.cfg.StorageCodec.EncodeJSON(obj)
+		}
+		if err != nil {
+			return fmt.Errorf("cannot encode list item: %w", err)
+		}
+		items = append(items, b)
+	}
+	return h.writeList(r, items, format, rev, cont, remaining)
+}
+
+func (h *Handler) encodeAndSend(r *request, obj runtime.Object) error {
+	body, err := h.cfg.Codec.Encode(obj, r.media.Format, r.media.Pretty)
+	if err != nil {
+		return err
+	}
+	return h.send(r, 200, r.media.ContentType(), body)
+}

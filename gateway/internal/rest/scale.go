@@ -1,0 +1,250 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/patch"
+	"github.com/kgate/kgate/storage"
+)
+
+var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+
+// scaleOf returns the autoscaling/v1 Scale of a workload, as
+// kube-apiserver's scale subresources present it.
+func scaleOf(obj runtime.Object) (*autoscalingv1.Scale, error) {
+	var spec, status int32
+	var selector string
+	var om metav1.ObjectMeta
+	fromSelector := func(s *metav1.LabelSelector) error {
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			return fmt.Errorf("cannot convert selector: %w", err)
+		}
+		selector = sel.String()
+		return nil
+	}
+	replicas := func(p *int32) int32 {
+		if p == nil {
+			return 1
+		}
+		return *p
+	}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		om, spec, status = o.ObjectMeta, replicas(o.Spec.Replicas), o.Status.Replicas
+		if err := fromSelector(o.Spec.Selector); err != nil {
+			return nil, err
+		}
+	case *appsv1.ReplicaSet:
+		om, spec, status = o.ObjectMeta, replicas(o.Spec.Replicas), o.Status.Replicas
+		if err := fromSelector(o.Spec.Selector); err != nil {
+			return nil, err
+		}
+	case *appsv1.StatefulSet:
+		om, spec, status = o.ObjectMeta, replicas(o.Spec.Replicas), o.Status.Replicas
+		if err := fromSelector(o.Spec.Selector); err != nil {
+			return nil, err
+		}
+	case *corev1.ReplicationController:
+		om, spec, status = o.ObjectMeta, replicas(o.Spec.Replicas), o.Status.Replicas
+		selector = labels.SelectorFromSet(o.Spec.Selector).String()
+	default:
+		return nil, fmt.Errorf("cannot scale %T", obj)
+	}
+	s := &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: om.Name, Namespace: om.Namespace, UID: om.UID,
+			ResourceVersion: om.ResourceVersion, CreationTimestamp: om.CreationTimestamp,
+		},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: spec},
+		Status: autoscalingv1.ScaleStatus{Replicas: status, Selector: selector},
+	}
+	s.APIVersion, s.Kind = scaleGVK.GroupVersion().String(), scaleGVK.Kind
+	return s, nil
+}
+
+// setReplicas writes a Scale's spec.replicas into a copy of a workload.
+func setReplicas(obj runtime.Object, n int32) (runtime.Object, error) {
+	out := obj.DeepCopyObject()
+	switch o := out.(type) {
+	case *appsv1.Deployment:
+		o.Spec.Replicas = &n
+	case *appsv1.ReplicaSet:
+		o.Spec.Replicas = &n
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = &n
+	case *corev1.ReplicationController:
+		o.Spec.Replicas = &n
+	default:
+		return nil, fmt.Errorf("cannot scale %T", obj)
+	}
+	return out, nil
+}
+
+func (h *Handler) writeScale(r *request, obj runtime.Object) error {
+	s, err := scaleOf(obj)
+	if err != nil {
+		return err
+	}
+	body, err := h.cfg.Codec.Encode(s, r.media.Format, r.media.Pretty)
+	if err != nil {
+		return err
+	}
+	return h.send(r, 200, r.media.ContentType(), body)
+}
+
+func (h *Handler) getScale(ctx context.Context, r *request) error {
+	obj, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+	if err != nil {
+		return err
+	}
+	return h.writeScale(r, obj)
+}
+
+// applyScale validates a Scale a client sent and stores its replicas.
+func (h *Handler) applyScale(ctx context.Context, r *request, pre storage.Preconditions, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
+		curScale, err := scaleOf(cur)
+		if err != nil {
+			return nil, err
+		}
+		s, err := next(curScale)
+		if err != nil {
+			return nil, err
+		}
+		if s.Spec.Replicas < 0 {
+			return nil, apierror.Invalid(scaleGVK.GroupKind(), r.info.Name, fieldErrors("spec.replicas", strconv.Itoa(int(s.Spec.Replicas)), "must be greater than or equal to 0"))
+		}
+		if s.Name != "" && s.Name != r.info.Name {
+			return nil, apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", s.Name, r.info.Name))
+		}
+		return setReplicas(cur, s.Spec.Replicas)
+	})
+	if err != nil {
+		return err
+	}
+	return h.writeScale(r, out)
+}
+
+func (h *Handler) updateScale(ctx context.Context, r *request) error {
+	sent, err := h.decodeBody(r, "UpdateOptions", scaleGVK, &autoscalingv1.Scale{})
+	if err != nil {
+		return err
+	}
+	s, ok := sent.(*autoscalingv1.Scale)
+	if !ok {
+		return apierror.BadRequest("the body is not an autoscaling/v1 Scale")
+	}
+	var pre storage.Preconditions
+	if s.ResourceVersion != "" {
+		rv, err := strconv.ParseInt(s.ResourceVersion, 10, 64)
+		if err != nil {
+			return invalidRV(s.ResourceVersion)
+		}
+		pre.ResourceVersion = rv
+	}
+	return h.applyScale(ctx, r, pre, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return s, nil })
+}
+
+func (h *Handler) patchScale(ctx context.Context, r *request, pt types.PatchType, body []byte) error {
+	return h.applyScale(ctx, r, storage.Preconditions{}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+		curJSON, err := h.cfg.StorageCodec.EncodeJSON(cur)
+		if err != nil {
+			return nil, err
+		}
+		patched, err := patch.Apply(pt, curJSON, body, &autoscalingv1.Scale{})
+		if err != nil {
+			return nil, patchError(err)
+		}
+		obj, _, err := h.cfg.Codec.Decode(patched, negotiate.JSON, negotiate.Ignore, scaleGVK, &autoscalingv1.Scale{})
+		if err != nil {
+			return nil, err
+		}
+		s, ok := obj.(*autoscalingv1.Scale)
+		if !ok {
+			return nil, apierror.BadRequest("the patched object is not a Scale")
+		}
+		if s.ResourceVersion != "" && s.ResourceVersion != cur.ResourceVersion {
+			return nil, fmt.Errorf("scale resourceVersion %s is not the current %s: %w", s.ResourceVersion, cur.ResourceVersion, storage.ErrConflict)
+		}
+		return s, nil
+	})
+}
+
+// bind assigns a pod to a node (pods/binding, or the bindings resource),
+// as kube-apiserver's BindingREST does: only an unassigned, undeleted pod.
+func (h *Handler) bind(ctx context.Context, r *request) error {
+	sent, err := h.decodeBody(r, "CreateOptions", corev1.SchemeGroupVersion.WithKind("Binding"), &corev1.Binding{})
+	if err != nil {
+		return err
+	}
+	b, ok := sent.(*corev1.Binding)
+	if !ok {
+		return apierror.BadRequest("the body is not a v1 Binding")
+	}
+	name := r.info.Name
+	if r.res.Resource == "bindings" {
+		name = b.Name
+	} else if b.Name != "" && b.Name != name {
+		return apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", b.Name, name))
+	}
+	if b.Namespace != "" && b.Namespace != r.info.Namespace {
+		return apierror.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if b.Target.Name == "" {
+		return apierror.Invalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name, fieldErrors("target.name", "", "must be set"))
+	}
+	pods, ok := h.cfg.Registry.Lookup(corev1.SchemeGroupVersion.WithResource("pods"))
+	if !ok {
+		return notFoundPath()
+	}
+	_, err = h.cfg.Store.Update(ctx, pods, r.info.Namespace, name, storage.Preconditions{UID: uidOf(b)}, func(cur runtime.Object) (runtime.Object, error) {
+		pod := cur.DeepCopyObject().(*corev1.Pod)
+		if pod.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("pod %s is being deleted, cannot be assigned to a host: %w", name, storage.ErrConflict)
+		}
+		if pod.Spec.NodeName != "" {
+			return nil, fmt.Errorf("pod %s is already assigned to node %q: %w", name, pod.Spec.NodeName, storage.ErrConflict)
+		}
+		pod.Spec.NodeName = b.Target.Name
+		for k, v := range b.Annotations {
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
+			}
+			pod.Annotations[k] = v
+		}
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
+			Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
+		})
+		pod.ResourceVersion = ""
+		return pod, nil
+	})
+	if err != nil {
+		return err
+	}
+	st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: 201}
+	body, err := h.cfg.Codec.Encode(st, r.media.Format, r.media.Pretty)
+	if err != nil {
+		return err
+	}
+	return h.send(r, 201, r.media.ContentType(), body)
+}
+
+func uidOf(b *corev1.Binding) string {
+	if b.UID != "" {
+		return string(b.UID)
+	}
+	return ""
+}

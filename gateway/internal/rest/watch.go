@@ -1,0 +1,260 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/stream"
+	"github.com/kgate/kgate/gateway/internal/watchhub"
+)
+
+// initialEventsEnd annotates the bookmark that ends a WatchList's initial
+// events.
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// watchPlan is everything a watch needs once its connection is hijacked:
+// nothing may refer to the fasthttp request any more.
+type watchPlan struct {
+	r        request // rc is nil after the hijack
+	opts     *listOptions
+	rangeID  string
+	filter   watchhub.Filter
+	initial  bool  // send the current state as ADDED events first
+	endMark  bool  // ...then a bookmark annotated initialEventsEnd
+	first    *listPage
+	read     client.Read
+	since    int64 // without initial events: watch from here
+	timeout  time.Duration
+	format   client.Format
+	resource string
+}
+
+func (h *Handler) watch(r *request) error {
+	m, err := negotiate.Negotiate(string(r.rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: true, Watch: true})
+	if err != nil {
+		return err
+	}
+	r.media = m
+	o, err := parseListOptions(r.rc.QueryArgs(), r.res, true)
+	if err != nil {
+		return err
+	}
+	if r.info.Name != "" {
+		// A watch of one object (legacy /watch/.../name paths) is a watch
+		// of the collection selected by name.
+		byName := fields.OneTermEqualSelector("metadata.name", r.info.Name)
+		if o.fields.Empty() {
+			o.fields = byName
+		} else {
+			o.fields = fields.AndSelectors(o.fields, byName)
+		}
+		o.fieldSelector = o.fields.String()
+	}
+	prefix := r.res.ListPrefix(r.info.Namespace)
+	rngs := h.cfg.Ranges.Intersecting(prefix)
+	if len(rngs) != 1 {
+		return fmt.Errorf("cannot watch %s: it spans %d ranges, a gateway merges one", prefix, len(rngs))
+	}
+	p := &watchPlan{
+		r:        *r,
+		opts:     o,
+		rangeID:  rngs[0].ID,
+		filter:   watchhub.Filter{Namespace: r.info.Namespace, Labels: o.labels, Fields: o.fields},
+		format:   cacheFormat(m),
+		resource: r.res.Resource,
+	}
+	p.r.rc = nil
+	p.r.info = copyInfo(r)
+	switch {
+	case o.sendInitialEvents != nil:
+		p.initial, p.endMark = *o.sendInitialEvents, *o.sendInitialEvents
+	case o.resourceVersion == "" || o.resourceVersion == "0":
+		p.initial = true // legacy: the state as ADDED events, then changes
+	}
+	p.timeout = h.watchTimeout(o.timeout)
+
+	ctx, cancel := context.WithTimeout(h.base, h.cfg.RequestTimeout)
+	defer cancel()
+	if p.initial {
+		// Read the first page now: a failure is still an ordinary error
+		// response.
+		if p.read, err = h.readFor(ctx, o.resourceVersion, o.rv, metav1.ResourceVersionMatchNotOlderThan); err != nil {
+			return err
+		}
+		if p.first, err = h.readList(ctx, &p.r, o, p.read, "", h.cfg.ListPageSize, p.format); err != nil {
+			if errors.Is(err, client.ErrBadRequest) {
+				return apierror.BadRequest(err.Error())
+			}
+			return err
+		}
+	} else {
+		p.since = o.rv
+	}
+	r.rc.HijackSetNoResponse(true)
+	r.rc.Hijack(func(c net.Conn) { h.streamWatch(c, p) })
+	return nil
+}
+
+func copyInfo(r *request) *requestinfo.Info {
+	c := *r.info
+	return &c
+}
+
+func (h *Handler) watchTimeout(seconds int64) time.Duration {
+	if seconds > 0 {
+		return time.Duration(seconds) * time.Second
+	}
+	min := h.cfg.MinWatchTimeout
+	return min + time.Duration(rand.Int64N(int64(min)))
+}
+
+// streamWatch runs on the hijacked connection until the watch ends.
+func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
+	s, err := stream.Start(conn, h.cfg.WatchWriteTimeout, stream.Header{Name: "Content-Type", Value: p.r.media.ContentType()})
+	if err != nil {
+		conn.Close()
+		return
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(h.base)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Gone():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	enc := &watchEncoder{h: h, r: &p.r}
+	since := p.since
+	if p.initial {
+		rev, err := h.sendInitial(ctx, s, enc, p)
+		if err != nil {
+			h.sendError(s, enc, err)
+			return
+		}
+		since = rev
+	}
+	w, err := h.cfg.Hub.Watch(p.rangeID, since, p.filter)
+	if err != nil {
+		h.sendError(s, enc, err)
+		return
+	}
+	defer w.Close()
+	if p.endMark {
+		if err := h.sendBookmark(s, enc, w.Last(), true); err != nil {
+			return
+		}
+	}
+	deadline := time.Now().Add(p.timeout)
+	nextBookmark := time.Now().Add(h.cfg.BookmarkInterval)
+	for {
+		wake := nextBookmark
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		nctx, ncancel := context.WithDeadline(ctx, wake)
+		d, err := w.Next(nctx)
+		ncancel()
+		if err != nil {
+			switch {
+			case h.base.Err() != nil:
+				// Shutting down: a last bookmark lets the client resume
+				// elsewhere without a relist.
+				if p.opts.bookmark {
+					_ = h.sendBookmark(s, enc, w.Last(), false)
+				}
+				return
+			case ctx.Err() != nil:
+				return // the client went away
+			case errors.Is(err, context.DeadlineExceeded):
+				now := time.Now()
+				if !now.Before(deadline) {
+					if p.opts.bookmark {
+						_ = h.sendBookmark(s, enc, w.Last(), false)
+					}
+					return
+				}
+				if p.opts.bookmark {
+					if err := h.sendBookmark(s, enc, w.Last(), false); err != nil {
+						return
+					}
+				}
+				nextBookmark = now.Add(h.cfg.BookmarkInterval)
+				continue
+			}
+			h.sendError(s, enc, err)
+			return
+		}
+		frame, err := enc.delivery(d)
+		if err != nil {
+			h.cfg.Logger.Error("cannot encode watch event", "resource", p.resource, "err", err)
+			h.sendError(s, enc, err)
+			return
+		}
+		if err := s.Write(frame); err != nil {
+			return
+		}
+	}
+}
+
+// sendInitial streams the state at the plan's read as ADDED events, page by
+// page at one revision, and returns that revision.
+func (h *Handler) sendInitial(ctx context.Context, s *stream.Stream, enc *watchEncoder, p *watchPlan) (int64, error) {
+	page := p.first
+	p.first = nil
+	for {
+		var frames []byte
+		for _, item := range page.items {
+			f, err := enc.item(watch.Added, item, p.format)
+			if err != nil {
+				return 0, err
+			}
+			frames = append(frames, f...)
+		}
+		if err := s.Write(frames); err != nil {
+			return 0, err
+		}
+		if page.lastKey == "" {
+			return page.revision, nil
+		}
+		read := client.Read{ResourceVersion: page.revision, Match: string(metav1.ResourceVersionMatchExact)}
+		next, err := h.readList(ctx, &p.r, p.opts, read, page.lastKey, h.cfg.ListPageSize, p.format)
+		if err != nil {
+			return 0, err
+		}
+		page = next
+	}
+}
+
+func (h *Handler) sendBookmark(s *stream.Stream, enc *watchEncoder, rev int64, initialEnd bool) error {
+	f, err := enc.bookmark(rev, initialEnd)
+	if err != nil {
+		return err
+	}
+	return s.Write(f)
+}
+
+// sendError ends a watch with an ERROR event carrying the Status of err,
+// as kube-apiserver does for a resourceVersion that is too old.
+func (h *Handler) sendError(s *stream.Stream, enc *watchEncoder, err error) {
+	st := apierror.Status(err, enc.r.res.GVR().GroupResource(), "")
+	f, encErr := enc.status(st)
+	if encErr != nil {
+		h.cfg.Logger.Error("cannot encode watch error", "err", encErr)
+		return
+	}
+	_ = s.Write(f)
+}

@@ -1,0 +1,438 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/patch"
+	"github.com/kgate/kgate/gateway/internal/strategy"
+	"github.com/kgate/kgate/storage"
+)
+
+// decodeBody decodes the request body into a new object of the served kind
+// and checks its apiVersion and kind against the URL.
+func (h *Handler) decodeBody(r *request, optionsKind string, gvk schema.GroupVersionKind, into runtime.Object) (runtime.Object, error) {
+	format, err := negotiate.ContentType(string(r.rc.Request.Header.ContentType()))
+	if err != nil {
+		return nil, err
+	}
+	fv, err := negotiate.ParseFieldValidation(string(r.rc.QueryArgs().Peek("fieldValidation")), optionsKind)
+	if err != nil {
+		return nil, err
+	}
+	body := r.rc.PostBody()
+	if len(body) == 0 {
+		return nil, apierror.BadRequest("the request body is empty")
+	}
+	obj, warnings, err := h.cfg.Codec.Decode(body, format, fv, gvk, into)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		r.rc.Response.Header.Add("Warning", `299 - "`+w+`"`)
+	}
+	if got := obj.GetObjectKind().GroupVersionKind(); !got.Empty() && got != gvk {
+		if got.GroupVersion() != gvk.GroupVersion() {
+			return nil, apierror.BadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", got.GroupVersion(), gvk.GroupVersion()))
+		}
+		return nil, apierror.BadRequest(fmt.Sprintf("the kind in the data (%s) does not match the expected kind (%s)", got.Kind, gvk.Kind))
+	}
+	return obj, nil
+}
+
+// dryRun reads the dryRun parameter: only "All" is known.
+func dryRun(r *request) (bool, error) {
+	values := r.rc.QueryArgs().PeekMulti("dryRun")
+	for _, v := range values {
+		if string(v) != metav1.DryRunAll {
+			return false, invalidList("dryRun", string(v), "supported values: \"All\"")
+		}
+	}
+	return len(values) > 0, nil
+}
+
+// checkIdentity makes the object's namespace and name agree with the URL.
+func checkIdentity(r *request, m *metav1.ObjectMeta, needName bool) error {
+	if r.res.Namespaced {
+		switch {
+		case m.Namespace == "":
+			m.Namespace = r.info.Namespace
+		case m.Namespace != r.info.Namespace:
+			return apierror.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+		}
+	} else {
+		m.Namespace = ""
+	}
+	if needName && m.Name != r.info.Name {
+		return apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.Name, r.info.Name))
+	}
+	return nil
+}
+
+func (h *Handler) newServed(r *request) (runtime.Object, error) {
+	return h.cfg.Registry.New(r.res)
+}
+
+func (h *Handler) create(ctx context.Context, r *request) error {
+	if r.info.Subresource == "binding" || r.res.Resource == "bindings" {
+		return h.bind(ctx, r)
+	}
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	into, err := h.newServed(r)
+	if err != nil {
+		return err
+	}
+	obj, err := h.decodeBody(r, "CreateOptions", r.res.GVK(), into)
+	if err != nil {
+		return err
+	}
+	m, err := objectMeta(obj)
+	if err != nil {
+		return err
+	}
+	if err := checkIdentity(r, m, false); err != nil {
+		return err
+	}
+	strategy.PrepareForCreate(r.res, obj)
+	if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
+		return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
+	}
+	if dry {
+		return h.writeObject(r, 201, obj)
+	}
+	stored, err := h.toStored(r.res, obj)
+	if err != nil {
+		return err
+	}
+	out, err := h.cfg.Store.Create(ctx, r.res, stored)
+	if err != nil {
+		return err
+	}
+	return h.writeObject(r, 201, out)
+}
+
+// prepareUpdate turns the object a client sent (of the served kind) into
+// the object to store over cur, as the subresource asks.
+func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.Object, error) {
+	next, err := h.toStored(r.res, sent.DeepCopyObject())
+	if err != nil {
+		return nil, err
+	}
+	switch r.info.Subresource {
+	case "status":
+		next = strategy.PrepareForStatusUpdate(next, cur)
+	case "finalize":
+		ns, ok1 := next.(*corev1.Namespace)
+		old, ok2 := cur.(*corev1.Namespace)
+		if !ok1 || !ok2 {
+			return nil, notFoundPath()
+		}
+		out := old.DeepCopy()
+		out.Spec.Finalizers = ns.Spec.Finalizers
+		out.ResourceVersion = ns.ResourceVersion
+		next = out
+	default:
+		strategy.PrepareForUpdate(r.res, next, cur)
+	}
+	if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
+		m, _ := objectMeta(next)
+		return nil, apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
+	}
+	return next, nil
+}
+
+func (h *Handler) update(ctx context.Context, r *request) error {
+	if r.info.Subresource == "scale" {
+		return h.updateScale(ctx, r)
+	}
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	into, err := h.newServed(r)
+	if err != nil {
+		return err
+	}
+	sent, err := h.decodeBody(r, "UpdateOptions", r.res.GVK(), into)
+	if err != nil {
+		return err
+	}
+	m, err := objectMeta(sent)
+	if err != nil {
+		return err
+	}
+	if err := checkIdentity(r, m, true); err != nil {
+		return err
+	}
+	var pre storage.Preconditions
+	if m.ResourceVersion != "" {
+		if pre.ResourceVersion, err = strconv.ParseInt(m.ResourceVersion, 10, 64); err != nil || pre.ResourceVersion <= 0 {
+			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, fieldErrors("metadata.resourceVersion", m.ResourceVersion, "must be a positive integer"))
+		}
+	}
+	if dry {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		next, err := h.prepareUpdate(r, sent, cur)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, next)
+	}
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
+		return h.prepareUpdate(r, sent, cur)
+	})
+	if err != nil {
+		return err
+	}
+	return h.writeObject(r, 200, out)
+}
+
+func (h *Handler) patch(ctx context.Context, r *request) error {
+	pt, err := negotiate.PatchType(string(r.rc.Request.Header.ContentType()), true)
+	if err != nil {
+		return err
+	}
+	if pt == types.ApplyPatchType {
+		return apierror.UnsupportedMediaType([]string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
+	}
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	fv, err := negotiate.ParseFieldValidation(string(r.rc.QueryArgs().Peek("fieldValidation")), "PatchOptions")
+	if err != nil {
+		return err
+	}
+	body := r.rc.PostBody()
+	if len(body) == 0 {
+		return apierror.BadRequest("the request body is empty")
+	}
+	if r.info.Subresource == "scale" {
+		return h.patchScale(ctx, r, pt, body)
+	}
+	apply := func(cur runtime.Object) (runtime.Object, error) {
+		served, err := h.toServed(r.res, cur)
+		if err != nil {
+			return nil, err
+		}
+		curJSON, err := h.cfg.StorageCodec.EncodeJSON(served)
+		if err != nil {
+			return nil, err
+		}
+		schemaObj, err := h.newServed(r)
+		if err != nil {
+			return nil, err
+		}
+		patched, err := patch.Apply(pt, curJSON, body, schemaObj)
+		if err != nil {
+			return nil, patchError(err)
+		}
+		into, err := h.newServed(r)
+		if err != nil {
+			return nil, err
+		}
+		sent, _, err := h.cfg.Codec.Decode(patched, negotiate.JSON, fv, r.res.GVK(), into)
+		if err != nil {
+			return nil, err
+		}
+		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.Namespace == "" {
+			m.Namespace = r.info.Namespace
+		}
+		return h.prepareUpdate(r, sent, cur)
+	}
+	if dry {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		next, err := apply(cur)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, next)
+	}
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, apply)
+	if err != nil {
+		return err
+	}
+	return h.writeObject(r, 200, out)
+}
+
+// patchError maps patch failures the way kube-apiserver does: a malformed
+// patch is a 400, a patch that cannot be applied a 422.
+func patchError(err error) error {
+	if errors.Is(err, patch.ErrPatchFailed) {
+		return apierror.UnprocessableEntity(err.Error())
+	}
+	return apierror.BadRequest(err.Error())
+}
+
+// deleteOptions reads metav1.DeleteOptions from the body and the query.
+func (h *Handler) deleteOptions(r *request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	if body := r.rc.PostBody(); len(body) > 0 {
+		format, err := negotiate.ContentType(string(r.rc.Request.Header.ContentType()))
+		if err != nil {
+			return nil, err
+		}
+		if err := decodeOptions(body, format, opts); err != nil {
+			return nil, apierror.BadRequest(err.Error())
+		}
+	}
+	args := r.rc.QueryArgs()
+	if v := args.Peek("gracePeriodSeconds"); len(v) > 0 {
+		g, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return nil, apierror.BadRequest(fmt.Sprintf("invalid gracePeriodSeconds %q", v))
+		}
+		opts.GracePeriodSeconds = &g
+	}
+	if v := args.Peek("propagationPolicy"); len(v) > 0 {
+		p := metav1.DeletionPropagation(v)
+		opts.PropagationPolicy = &p
+	}
+	if v := args.Peek("orphanDependents"); len(v) > 0 {
+		b, err := strconv.ParseBool(string(v))
+		if err != nil {
+			return nil, apierror.BadRequest(fmt.Sprintf("invalid orphanDependents %q", v))
+		}
+		opts.OrphanDependents = &b
+	}
+	for _, v := range args.PeekMulti("dryRun") {
+		opts.DryRun = append(opts.DryRun, string(v))
+	}
+	for _, v := range opts.DryRun {
+		if v != metav1.DryRunAll {
+			return nil, invalidList("dryRun", v, "supported values: \"All\"")
+		}
+	}
+	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {
+		return nil, invalidList("propagationPolicy", string(*opts.PropagationPolicy), "orphanDependents and deletionPropagation cannot be both set")
+	}
+	if opts.PropagationPolicy != nil {
+		switch *opts.PropagationPolicy {
+		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+		default:
+			return nil, invalidList("propagationPolicy", string(*opts.PropagationPolicy), "supported values: \"Orphan\", \"Background\", \"Foreground\"")
+		}
+	}
+	return opts, nil
+}
+
+func storageDeleteOptions(opts *metav1.DeleteOptions) (storage.DeleteOptions, error) {
+	out := storage.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds}
+	if opts.PropagationPolicy != nil {
+		out.PropagationPolicy = string(*opts.PropagationPolicy)
+	} else if opts.OrphanDependents != nil {
+		if *opts.OrphanDependents {
+			out.PropagationPolicy = string(metav1.DeletePropagationOrphan)
+		} else {
+			out.PropagationPolicy = string(metav1.DeletePropagationBackground)
+		}
+	}
+	if p := opts.Preconditions; p != nil {
+		if p.UID != nil {
+			out.Preconditions.UID = string(*p.UID)
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != "" {
+			rv, err := strconv.ParseInt(*p.ResourceVersion, 10, 64)
+			if err != nil || rv <= 0 {
+				return out, apierror.BadRequest(fmt.Sprintf("invalid precondition resourceVersion %q", *p.ResourceVersion))
+			}
+			out.Preconditions.ResourceVersion = rv
+		}
+	}
+	return out, nil
+}
+
+func (h *Handler) delete(ctx context.Context, r *request) error {
+	opts, err := h.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	sopts, err := storageDeleteOptions(opts)
+	if err != nil {
+		return err
+	}
+	if len(opts.DryRun) > 0 {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, cur)
+	}
+	obj, deleted, err := h.cfg.Store.Delete(ctx, r.res, r.info.Namespace, r.info.Name, sopts)
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		// Deletion is pending (finalizers, a grace period): 202 with the
+		// object, as kube-apiserver answers.
+		return h.writeObject(r, 202, obj)
+	}
+	return h.writeObject(r, 200, obj)
+}
+
+func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
+	o, err := parseListOptions(r.rc.QueryArgs(), r.res, false)
+	if err != nil {
+		return err
+	}
+	opts, err := h.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	sopts, err := storageDeleteOptions(opts)
+	if err != nil {
+		return err
+	}
+	var deletedObjs []runtime.Object
+	lopts := storage.ListOptions{Limit: h.cfg.ListPageSize}
+	for {
+		page, err := h.cfg.Store.List(ctx, r.res, r.info.Namespace, lopts)
+		if err != nil {
+			return err
+		}
+		for _, obj := range page.Items {
+			ok, err := h.matches(r, obj, o.labels, o.fields)
+			if err != nil || !ok {
+				continue
+			}
+			m, _ := objectMeta(obj)
+			if len(opts.DryRun) > 0 {
+				deletedObjs = append(deletedObjs, obj)
+				continue
+			}
+			out, _, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, sopts)
+			if errors.Is(err, storage.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			deletedObjs = append(deletedObjs, out)
+		}
+		if page.Last == "" {
+			break
+		}
+		lopts.Revision, lopts.After = page.Revision, page.Last
+	}
+	return h.writeObjectList(r, deletedObjs, 0, "", nil)
+}

@@ -1,0 +1,157 @@
+// Package stream writes a long-lived HTTP/1.1 chunked response on a
+// connection hijacked from fasthttp, for watches: fasthttp cannot tell a
+// handler that its client went away, so the stream keeps a reader on the
+// connection to notice a close within a millisecond, and bounds every write
+// with a deadline so a stuck reader cannot pin a goroutine.
+package stream
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Stream is one chunked response. Write methods must be called from one
+// goroutine.
+type Stream struct {
+	conn         net.Conn
+	bw           *bufio.Writer
+	writeTimeout time.Duration
+	gone         chan struct{}
+	goneOnce     sync.Once
+	readerDone   chan struct{}
+	closed       bool
+}
+
+// Header is one response header line.
+type Header struct{ Name, Value string }
+
+// Start writes the status line and headers of a 200 chunked response and
+// starts watching conn for the client going away.
+func Start(conn net.Conn, writeTimeout time.Duration, headers ...Header) (*Stream, error) {
+	s := &Stream{
+		conn:         conn,
+		bw:           bufio.NewWriterSize(conn, 32<<10),
+		writeTimeout: writeTimeout,
+		gone:         make(chan struct{}),
+		readerDone:   make(chan struct{}),
+	}
+	s.bw.WriteString("HTTP/1.1 200 OK\r\n")
+	for _, h := range headers {
+		s.bw.WriteString(h.Name)
+		s.bw.WriteString(": ")
+		s.bw.WriteString(h.Value)
+		s.bw.WriteString("\r\n")
+	}
+	s.bw.WriteString("Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\nDate: ")
+	s.bw.WriteString(time.Now().UTC().Format(http1Date))
+	s.bw.WriteString("\r\n\r\n")
+	if err := s.flush(); err != nil {
+		return nil, err
+	}
+	go s.watchReader()
+	return s, nil
+}
+
+const http1Date = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+// watchReader blocks on Read: a watch client sends nothing after its
+// request, so any return means it closed (or broke) the connection.
+func (s *Stream) watchReader() {
+	defer close(s.readerDone)
+	var buf [512]byte
+	for {
+		if _, err := s.conn.Read(buf[:]); err != nil {
+			s.markGone()
+			return
+		}
+	}
+}
+
+func (s *Stream) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
+
+// Gone is closed when the client went away or a write failed.
+func (s *Stream) Gone() <-chan struct{} { return s.gone }
+
+// ErrGone is returned by writes after the client went away.
+var ErrGone = errors.New("stream: client gone")
+
+// Write sends p as one chunk and flushes it.
+func (s *Stream) Write(p []byte) error {
+	return s.WriteFrames(p)
+}
+
+// WriteFrames sends the frames as one chunk and flushes.
+func (s *Stream) WriteFrames(frames ...[]byte) error {
+	select {
+	case <-s.gone:
+		return ErrGone
+	default:
+	}
+	n := 0
+	for _, f := range frames {
+		n += len(f)
+	}
+	if n == 0 {
+		return nil
+	}
+	// bufio flushes on its own when a frame exceeds its buffer: the
+	// deadline must be in place before the first byte.
+	s.setDeadline()
+	var hex [16]byte
+	s.bw.Write(strconv.AppendInt(hex[:0], int64(n), 16))
+	s.bw.WriteString("\r\n")
+	for _, f := range frames {
+		s.bw.Write(f)
+	}
+	s.bw.WriteString("\r\n")
+	if err := s.flush(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *Stream) setDeadline() {
+	if s.writeTimeout > 0 {
+		_ = s.conn.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	}
+}
+
+func (s *Stream) flush() error {
+	s.setDeadline()
+	if err := s.bw.Flush(); err != nil {
+		s.markGone()
+		return fmt.Errorf("cannot write to watch client: %w", err)
+	}
+	return nil
+}
+
+// Close ends the chunked body and closes the connection (a watch response
+// is the last on its connection), then waits for the reader to stop.
+func (s *Stream) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	select {
+	case <-s.gone:
+	default:
+		s.bw.WriteString("0\r\n\r\n")
+		err = s.flush()
+	}
+	if cerr := s.conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		err = cerr
+	}
+	<-s.readerDone
+	s.markGone()
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return err
+}

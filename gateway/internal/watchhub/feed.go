@@ -1,0 +1,250 @@
+package watchhub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/storage"
+)
+
+// feed is the one subscription of a gateway to a range.
+type feed struct {
+	hub     *Hub
+	rangeID string
+	msgs    chan *nats.Msg
+	subs    []*nats.Subscription
+
+	mu         sync.Mutex // guards cursor, watchers, emptySince, stopped
+	cursor     int64      // every event with Revision <= cursor was dispatched
+	watchers   map[*Watcher]struct{}
+	emptySince time.Time
+	stopped    bool
+
+	needRepair bool // owned by the run goroutine
+}
+
+func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
+	f := &feed{
+		hub:        h,
+		rangeID:    rangeID,
+		msgs:       make(chan *nats.Msg, h.cfg.FeedBuffer),
+		cursor:     since,
+		watchers:   map[*Watcher]struct{}{},
+		emptySince: time.Now(),
+		needRepair: true,
+	}
+	for _, subj := range []string{event.RangeSubjects(rangeID), event.ProgressSubject(rangeID)} {
+		sub, err := h.cfg.NATS.ChanSubscribe(subj, f.msgs)
+		if err != nil {
+			f.unsubscribe()
+			return nil, fmt.Errorf("cannot subscribe to %s: %w", subj, err)
+		}
+		// The channel bounds what is held; NATS' own limit must not be
+		// the smaller one. Drops beyond it are gaps, repaired below.
+		if err := sub.SetPendingLimits(h.cfg.FeedBuffer, -1); err != nil {
+			f.unsubscribe()
+			return nil, fmt.Errorf("cannot set limits on %s: %w", subj, err)
+		}
+		f.subs = append(f.subs, sub)
+	}
+	h.wg.Add(1)
+	go f.run()
+	return f, nil
+}
+
+func (f *feed) unsubscribe() {
+	for _, s := range f.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+func (f *feed) run() {
+	defer f.hub.wg.Done()
+	defer f.unsubscribe()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if f.needRepair {
+			f.repair()
+		}
+		select {
+		case <-f.hub.ctx.Done():
+			f.stop(ErrClosed)
+			return
+		case m := <-f.msgs:
+			var ev event.Event
+			if err := ev.Unmarshal(m.Data); err != nil {
+				f.hub.cfg.Logger.Warn("dropping undecodable event", "range", f.rangeID, "subject", m.Subject, "err", err)
+				f.needRepair = true
+				continue
+			}
+			f.handle(ev)
+		case <-tick.C:
+			if f.idleTooLong() {
+				f.stop(ErrClosed)
+				return
+			}
+			if f.hub.cfg.Metrics != nil {
+				f.hub.cfg.Metrics.observeBacklog(f.rangeID, len(f.msgs))
+			}
+		}
+	}
+}
+
+// handle applies one message in the order NATS delivered it.
+func (f *feed) handle(ev event.Event) {
+	f.mu.Lock()
+	cursor := f.cursor
+	f.mu.Unlock()
+	if ev.Type == event.Progress {
+		// The range is quiet up to ev.Revision; the last event before that
+		// was ev.PrevRangeRevision. Unknown (0) or unseen means a gap.
+		if ev.PrevRangeRevision == 0 || ev.PrevRangeRevision > cursor {
+			if ev.Revision > cursor {
+				f.needRepair = true
+			}
+			return
+		}
+		if ev.Revision > cursor {
+			f.dispatchProgress(ev.Revision)
+		}
+		return
+	}
+	if ev.Revision <= cursor {
+		return // already dispatched, from the window or a duplicate publisher
+	}
+	if ev.PrevRangeRevision == 0 || ev.PrevRangeRevision > cursor {
+		f.needRepair = true // something between cursor and ev is missing
+		return
+	}
+	f.dispatch(newShared(ev))
+}
+
+// repair reads the window after the cursor and dispatches what it holds.
+func (f *feed) repair() {
+	f.mu.Lock()
+	cursor := f.cursor
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(f.hub.ctx, f.hub.cfg.RepairTimeout)
+	defer cancel()
+	evs, seen, err := f.hub.cfg.Source.Events(ctx, f.rangeID, cursor)
+	if f.hub.cfg.Metrics != nil {
+		f.hub.cfg.Metrics.repairs.WithLabelValues(f.rangeID).Inc()
+	}
+	switch {
+	case errors.Is(err, storage.ErrCompacted):
+		// Continuity is lost for every watcher of this feed: end them so
+		// their clients resume (and relist if they must). A new feed
+		// starts with the next watcher.
+		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor)
+		f.hub.forget(f)
+		f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor, err))
+		return
+	case err != nil:
+		f.hub.cfg.Logger.Warn("cannot repair feed, will retry", "range", f.rangeID, "err", err)
+		return // needRepair stays set; retried on the next message or tick
+	}
+	f.needRepair = false
+	for _, ev := range evs {
+		if ev.Revision > cursor {
+			f.dispatch(newShared(ev))
+			cursor = ev.Revision
+		}
+	}
+	if seen > cursor {
+		f.dispatchProgress(seen)
+	}
+}
+
+// dispatch hands ev to every attached watcher and advances the cursor.
+func (f *feed) dispatch(ev *Shared) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ev.Revision <= f.cursor {
+		return
+	}
+	f.cursor = ev.Revision
+	for w := range f.watchers {
+		t, usePrev, ok := w.filter.classify(&ev.Event)
+		if !ok {
+			continue
+		}
+		if !w.offer(Delivery{Type: t, Rev: ev.Revision, Event: ev, UsePrev: usePrev}) {
+			delete(f.watchers, w)
+			w.overflowed()
+		}
+	}
+	if f.hub.cfg.Metrics != nil {
+		f.hub.cfg.Metrics.events.WithLabelValues(f.rangeID).Inc()
+	}
+}
+
+// dispatchProgress advances the cursor over a quiet stretch and tells the
+// watchers, so their bookmarks can carry it.
+func (f *feed) dispatchProgress(rev int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if rev <= f.cursor {
+		return
+	}
+	f.cursor = rev
+	for w := range f.watchers {
+		w.offerProgress(rev)
+	}
+}
+
+// attach adds w and returns the cursor it joined at; ok is false when the
+// feed stopped (the caller gets a fresh feed).
+func (f *feed) attach(w *Watcher) (cursor int64, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return 0, false
+	}
+	f.watchers[w] = struct{}{}
+	return f.cursor, true
+}
+
+func (f *feed) detach(w *Watcher) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.watchers, w)
+	if len(f.watchers) == 0 {
+		f.emptySince = time.Now()
+	}
+}
+
+func (f *feed) idleTooLong() bool {
+	f.mu.Lock()
+	idle := len(f.watchers) == 0 && time.Since(f.emptySince) > f.hub.cfg.Linger
+	f.mu.Unlock()
+	if idle {
+		f.hub.forget(f)
+		// A watcher may have found the feed between the check and forget;
+		// keep serving it.
+		f.mu.Lock()
+		idle = len(f.watchers) == 0
+		if idle {
+			f.stopped = true
+		}
+		f.mu.Unlock()
+	}
+	return idle
+}
+
+// stop ends every watcher with err.
+func (f *feed) stop(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	for w := range f.watchers {
+		w.fail(err)
+	}
+	clear(f.watchers)
+}

@@ -1,0 +1,256 @@
+package watchhub
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Delivery is one thing a watcher hands its client.
+type Delivery struct {
+	Type Type
+	Rev  int64
+	// Event is the change; nil for a Bookmark.
+	Event *Shared
+	// UsePrev: send Event.PrevObject with its resourceVersion set to Rev
+	// (an update that moved the object out of the watcher's selection).
+	UsePrev bool
+}
+
+// Watcher is one client's watch. Next and Close may be called from one
+// goroutine at a time (the one streaming to the client).
+type Watcher struct {
+	hub     *Hub
+	rangeID string
+	filter  Filter
+	queue   chan Delivery
+	signal  chan struct{} // capacity 1: the feed detached or failed us
+
+	mu       sync.Mutex // guards feed, detached, err
+	feed     *feed
+	detached bool
+	err      error
+
+	// Owned by the consumer goroutine.
+	last        int64
+	joinedAt    int64 // the feed's cursor when we attached: catch up to it
+	needCatchup bool
+	pending     []Delivery
+}
+
+func newWatcher(h *Hub, rangeID string, since int64, filter Filter) *Watcher {
+	return &Watcher{
+		hub:     h,
+		rangeID: rangeID,
+		filter:  filter,
+		queue:   make(chan Delivery, h.cfg.QueueLen),
+		signal:  make(chan struct{}, 1),
+		last:    since,
+	}
+}
+
+// Watch starts a watcher on rangeID that sees every event with a revision
+// after since that matches filter. since must be a revision the range's
+// window still holds (or newer); otherwise the first Next fails with an
+// error wrapping storage.ErrCompacted.
+func (h *Hub) Watch(rangeID string, since int64, filter Filter) (*Watcher, error) {
+	w := newWatcher(h, rangeID, since, filter)
+	if err := w.attach(); err != nil {
+		return nil, err
+	}
+	if h.cfg.Metrics != nil {
+		h.cfg.Metrics.watchers.Inc()
+	}
+	return w, nil
+}
+
+// attach joins the range's feed; events the feed dispatched before we
+// joined come from the window (needCatchup).
+func (w *Watcher) attach() error {
+	for {
+		f, err := w.hub.feed(w.rangeID, w.last)
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.feed, w.detached = f, false
+		w.mu.Unlock()
+		cursor, ok := f.attach(w)
+		if !ok {
+			w.hub.forget(f)
+			continue
+		}
+		w.joinedAt = cursor
+		w.needCatchup = w.last < cursor
+		return nil
+	}
+}
+
+// Last returns the revision up to which the watcher has seen everything:
+// the resourceVersion a bookmark may carry.
+func (w *Watcher) Last() int64 { return w.last }
+
+// Next returns the next delivery, blocking until there is one, the watcher
+// fails (410 Expired when it fell out of the window, ErrClosed on
+// shutdown) or ctx ends. Progress over quiet stretches advances Last
+// without a delivery.
+func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
+	for {
+		for len(w.pending) > 0 {
+			d := w.pending[0]
+			w.pending[0] = Delivery{}
+			w.pending = w.pending[1:]
+			if d.Rev <= w.last {
+				continue
+			}
+			w.last = d.Rev
+			if d.Type != Bookmark {
+				return d, nil
+			}
+		}
+		if w.needCatchup {
+			if err := w.catchUp(ctx); err != nil {
+				return Delivery{}, err
+			}
+			continue
+		}
+		select {
+		case d := <-w.queue:
+			if d.Rev <= w.last {
+				continue
+			}
+			w.last = d.Rev
+			if d.Type != Bookmark {
+				return d, nil
+			}
+		case <-w.signal:
+			w.mu.Lock()
+			err, detached := w.err, w.detached
+			w.mu.Unlock()
+			if err != nil {
+				return Delivery{}, err
+			}
+			if detached {
+				if w.hub.cfg.Metrics != nil {
+					w.hub.cfg.Metrics.overflows.Inc()
+				}
+				w.drain()
+				if err := w.attach(); err != nil {
+					return Delivery{}, err
+				}
+			}
+		case <-ctx.Done():
+			return Delivery{}, ctx.Err()
+		}
+	}
+}
+
+// catchUp reads the window after w.last into pending.
+func (w *Watcher) catchUp(ctx context.Context) error {
+	if w.hub.cfg.Metrics != nil {
+		w.hub.cfg.Metrics.catchups.Inc()
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.hub.cfg.RepairTimeout)
+	defer cancel()
+	evs, seen, err := w.hub.cfg.Source.Events(ctx, w.rangeID, w.last)
+	if err != nil {
+		return fmt.Errorf("cannot catch up watch on range %s from revision %d: %w", w.rangeID, w.last, err)
+	}
+	if len(evs) == 0 && seen <= w.last {
+		// The node has not yet seen what the feed has (another replica
+		// answered, or it is restarting): try again shortly.
+		select {
+		case <-time.After(50 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.pending = w.pending[:0]
+	for _, ev := range evs {
+		if ev.Revision <= w.last {
+			continue
+		}
+		t, usePrev, ok := w.filter.classify(&ev)
+		if !ok {
+			continue
+		}
+		w.pending = append(w.pending, Delivery{Type: t, Rev: ev.Revision, Event: newShared(ev), UsePrev: usePrev})
+	}
+	// Everything up to seen is known: let Last move over filtered events.
+	w.pending = append(w.pending, Delivery{Type: Bookmark, Rev: seen})
+	// A large backlog comes in several answers: continue until we reach
+	// the point from which the queue holds everything.
+	w.needCatchup = seen < w.joinedAt
+	return nil
+}
+
+func (w *Watcher) drain() {
+	for {
+		select {
+		case <-w.queue:
+		default:
+			return
+		}
+	}
+}
+
+// offer queues d without blocking; false when the queue is full. Called by
+// the feed with its lock held.
+func (w *Watcher) offer(d Delivery) bool {
+	select {
+	case w.queue <- d:
+		return true
+	default:
+		return false
+	}
+}
+
+// offerProgress queues a progress mark when there is room; a full queue
+// has deliveries coming anyway.
+func (w *Watcher) offerProgress(rev int64) {
+	select {
+	case w.queue <- Delivery{Type: Bookmark, Rev: rev}:
+	default:
+	}
+}
+
+// overflowed is called by the feed after detaching w.
+func (w *Watcher) overflowed() {
+	w.mu.Lock()
+	w.detached = true
+	w.mu.Unlock()
+	w.notify()
+}
+
+// fail ends the watcher with err; called by the feed.
+func (w *Watcher) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.detached = true
+	w.mu.Unlock()
+	w.notify()
+}
+
+func (w *Watcher) notify() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Close detaches the watcher from its feed.
+func (w *Watcher) Close() {
+	w.mu.Lock()
+	f := w.feed
+	w.mu.Unlock()
+	if f != nil {
+		f.detach(w)
+	}
+	if w.hub.cfg.Metrics != nil {
+		w.hub.cfg.Metrics.watchers.Dec()
+	}
+}

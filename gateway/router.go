@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/rest"
+)
+
+// handle is the server's handler: route, then write any error as a
+// Status, log it and count the request.
+func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
+	start := time.Now()
+	var info requestinfo.Info
+	err := g.route(rc, &info)
+	if err != nil {
+		g.writeError(rc, &info, err)
+	}
+	if rc.Hijacked() {
+		// Watches are counted when they start; their duration is the
+		// stream's, not this handler's.
+		g.metrics.observe(&info, 200, time.Since(start))
+		return
+	}
+	g.metrics.observe(&info, rc.Response.StatusCode(), time.Since(start))
+}
+
+func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
+	path := string(rc.Path())
+	switch path {
+	case "/livez", "/healthz", "/readyz":
+		return g.health(rc, path)
+	}
+	if _, err := g.authn.Authenticate(rc); err != nil {
+		if errors.Is(err, authn.ErrUnauthorized) {
+			return apierror.Unauthorized("Unauthorized")
+		}
+		return err
+	}
+	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
+		return rest.ErrNotFoundPath
+	}
+	if !info.IsResourceRequest {
+		return g.nonResource(rc, path)
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	res, ok := g.cfg.Registry.Lookup(gvr)
+	if !ok {
+		return rest.ErrNotFoundPath
+	}
+	return g.rest.Serve(rc, info, res)
+}
+
+func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
+	if !rc.IsGet() && !rc.IsHead() {
+		return apierror.MethodNotSupported(schema.GroupResource{}, string(rc.Method()))
+	}
+	switch {
+	case path == "/metrics":
+		g.metrics.serve(rc)
+		return nil
+	case path == "/openapi/v2" || strings.HasPrefix(path, "/openapi/v3"):
+		resp, ok := g.openapi.Serve(path, string(rc.QueryArgs().Peek("hash")), string(rc.Request.Header.Peek("Accept")))
+		if !ok {
+			return rest.ErrNotFoundPath
+		}
+		if resp.Location != "" {
+			rc.Response.Header.Set("Location", resp.Location)
+		}
+		if resp.ETag != "" {
+			rc.Response.Header.Set("Etag", resp.ETag)
+			if resp.NotModified(string(rc.Request.Header.Peek("If-None-Match"))) {
+				rc.SetStatusCode(fasthttp.StatusNotModified)
+				return nil
+			}
+		}
+		if resp.Immutable {
+			rc.Response.Header.Set("Cache-Control", "public, immutable")
+		}
+		rc.SetStatusCode(resp.Status)
+		rc.SetContentType(resp.ContentType)
+		rc.SetBody(resp.Body)
+		return nil
+	}
+	resp, ok := g.discovery.Serve(path, string(rc.Request.Header.Peek("Accept")))
+	if !ok {
+		return rest.ErrNotFoundPath
+	}
+	if resp.ETag != "" {
+		rc.Response.Header.Set("Etag", resp.ETag)
+		rc.Response.Header.Set("Vary", "Accept")
+		rc.Response.Header.Set("Cache-Control", "public")
+		if resp.NotModified(string(rc.Request.Header.Peek("If-None-Match"))) {
+			rc.SetStatusCode(fasthttp.StatusNotModified)
+			return nil
+		}
+	}
+	rc.SetStatusCode(resp.Status)
+	rc.SetContentType(resp.ContentType)
+	rc.SetBody(resp.Body)
+	return nil
+}
+
+// writeError is the one place an error becomes the Status a client sees.
+func (g *Gateway) writeError(rc *fasthttp.RequestCtx, info *requestinfo.Info, err error) {
+	var st *metav1.Status
+	if errors.Is(err, rest.ErrNotFoundPath) {
+		st = &apierrors.NewNotFound(schema.GroupResource{}, "").ErrStatus
+		st.Message = "the server could not find the requested resource"
+		st.Details = nil
+	} else {
+		st = apierror.Status(err, schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name)
+	}
+	if st.Code >= 500 {
+		g.cfg.Logger.Error("request failed", "method", string(rc.Method()), "path", string(rc.Path()), "code", st.Code, "err", err)
+	}
+	if secs, ok := apierror.RetryAfter(st); ok {
+		rc.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+	}
+	g.writeStatus(rc, st)
+}
+
+func (g *Gateway) writeStatus(rc *fasthttp.RequestCtx, st *metav1.Status) {
+	st.Kind, st.APIVersion = "Status", "v1"
+	body, err := g.codec.Encode(st, negotiate.JSON, false)
+	if err != nil {
+		body = []byte(fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":%q,"code":500}`, err.Error()))
+		st.Code = 500
+	}
+	rc.Response.Reset()
+	rc.SetStatusCode(int(st.Code))
+	rc.SetContentType(negotiate.MediaJSON)
+	rc.SetBody(body)
+}
+
+// readError answers requests fasthttp could not read: too large a body is
+// 413 as kube-apiserver answers it, anything else 400.
+func (g *Gateway) readError(rc *fasthttp.RequestCtx, err error) {
+	var st *metav1.Status
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		st = &apierror.RequestEntityTooLarge(int64(g.cfg.MaxRequestBodyBytes)).ErrStatus
+	} else {
+		st = &apierror.BadRequest(fmt.Sprintf("cannot read request: %v", err)).ErrStatus
+	}
+	g.writeStatus(rc, st)
+	g.metrics.observe(&requestinfo.Info{}, int(st.Code), 0)
+}

@@ -1,0 +1,93 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// generateNameAttempts is how many generated names Create tries before it
+// gives up with ErrAlreadyExists (kube-apiserver tries 8 as well).
+const generateNameAttempts = 8
+
+// Create stores obj, a new object of the storage kind of res, and returns it
+// as stored, with resourceVersion set. It takes obj over and fills the
+// system fields: uid, creationTimestamp, generation (1 for kinds with a
+// spec), and the name when only generateName is set. The namespace is
+// cleared for cluster-scoped resources. ErrAlreadyExists when the name is
+// taken; ErrInvalidObject for an object that cannot be stored.
+func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	m, err := s.checkObject(res, obj)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create %s: %w", res.Resource, err)
+	}
+	ns := m.GetNamespace()
+	if !res.Namespaced {
+		ns = ""
+		m.SetNamespace("")
+	}
+	generate := m.GetName() == ""
+	if generate && m.GetGenerateName() == "" {
+		return nil, fmt.Errorf("cannot create %s: name or generateName is required: %w", res.Resource, ErrInvalidObject)
+	}
+	if m.GetResourceVersion() != "" {
+		return nil, fmt.Errorf("cannot create %s: resourceVersion must not be set: %w", describe(res, ns, m.GetName()), ErrInvalidObject)
+	}
+	m.SetUID(types.UID(uuid.NewString()))
+	m.SetCreationTimestamp(metav1.NewTime(s.truncatedNow()))
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	if s.hasSpec(obj) {
+		m.SetGeneration(1)
+	} else {
+		m.SetGeneration(0)
+	}
+
+	for attempt := 1; ; attempt++ {
+		if generate {
+			m.SetName(s.generateName(m.GetGenerateName()))
+		}
+		name := m.GetName()
+		rev, err := s.create(ctx, res, ns, name, obj, m)
+		if errors.Is(err, ErrAlreadyExists) && generate && attempt < generateNameAttempts {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot create %s: %w", describe(res, ns, name), err)
+		}
+		setRevision(m, rev)
+		return obj, nil
+	}
+}
+
+// create writes obj at namespace/name if the key is free and returns the
+// revision of the write.
+func (s *Store) create(ctx context.Context, res *registry.Resource, ns, name string, obj runtime.Object, m metav1.Object) (int64, error) {
+	key, err := objectKey(res, ns, name)
+	if err != nil {
+		return 0, err
+	}
+	value, err := s.encode(key, obj, m)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := s.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, bytesToString(value))).
+		Commit()
+	if err != nil {
+		return 0, etcdError(err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrAlreadyExists
+	}
+	return resp.Header.Revision, nil
+}

@@ -1,0 +1,139 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// UpdateFunc returns the new state of an object from its current state,
+// which it may modify. An error stops the update and is returned as is.
+type UpdateFunc func(current runtime.Object) (runtime.Object, error)
+
+// Update changes the object at namespace/name the way kube-apiserver's
+// GuaranteedUpdate does: it reads the current state, checks pre
+// (ErrConflict), calls tryUpdate and writes the result if the key did not
+// change meanwhile; otherwise it starts again with the new state.
+//
+// The object tryUpdate returns must carry no resourceVersion or the
+// current one (else ErrConflict). Its uid, creationTimestamp,
+// deletionTimestamp and deletionGracePeriodSeconds are kept from the
+// current state, its generation too, plus one when anything outside
+// metadata and status changed on a kind that tracks generation. When the
+// result encodes to the stored bytes, nothing is written and the current
+// state is returned with its resourceVersion. When the object is being
+// deleted (deletionTimestamp set, deletionGracePeriodSeconds 0) and the
+// update leaves no finalizers, it is deleted and its last stored state is
+// returned with the revision of the delete as resourceVersion.
+func (s *Store) Update(ctx context.Context, res *registry.Resource, ns, name string, pre Preconditions, tryUpdate UpdateFunc) (runtime.Object, error) {
+	if !res.Namespaced {
+		ns = ""
+	}
+	obj, err := s.update(ctx, res, ns, name, pre, tryUpdate)
+	var ue errUser
+	if errors.As(err, &ue) {
+		return nil, ue.err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot update %s: %w", describe(res, ns, name), err)
+	}
+	return obj, nil
+}
+
+// errUser carries an error of the update func, returned unwrapped.
+type errUser struct{ err error }
+
+func (e errUser) Error() string { return e.err.Error() }
+
+func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name string, pre Preconditions, tryUpdate UpdateFunc) (runtime.Object, error) {
+	key, err := objectKey(res, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := s.getKV(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if kv == nil {
+			return nil, ErrNotFound
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		cur, err := s.decode(res, kv)
+		if err != nil {
+			return nil, err
+		}
+		curMeta, _ := meta.Accessor(cur) // decode checked it
+		if err := pre.check(curMeta, kv.ModRevision); err != nil {
+			return nil, err
+		}
+
+		out, err := tryUpdate(cur.DeepCopyObject())
+		if err != nil {
+			return nil, errUser{err}
+		}
+		m, err := s.checkObject(res, out)
+		if err != nil {
+			return nil, err
+		}
+		if rv := m.GetResourceVersion(); rv != "" && rv != curMeta.GetResourceVersion() {
+			return nil, fmt.Errorf("resourceVersion %s is not the current %s: %w", rv, curMeta.GetResourceVersion(), ErrConflict)
+		}
+		m.SetName(name)
+		m.SetNamespace(ns)
+		m.SetUID(curMeta.GetUID())
+		m.SetCreationTimestamp(curMeta.GetCreationTimestamp())
+		m.SetDeletionTimestamp(curMeta.GetDeletionTimestamp())
+		m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
+		m.SetGeneration(curMeta.GetGeneration())
+		if s.hasSpec(out) && s.specChanged(cur, out) {
+			m.SetGeneration(curMeta.GetGeneration() + 1)
+		}
+
+		var r txnResult
+		if deleteOnUpdate(m) {
+			r, err = s.commitIf(ctx, key, kv.ModRevision, clientv3.OpDelete(key))
+			if err != nil {
+				return nil, err
+			}
+			if r.ok {
+				setRevision(curMeta, r.revision)
+				return cur, nil
+			}
+		} else {
+			value, err := s.encode(key, out, m)
+			if err != nil {
+				return nil, err
+			}
+			if s.sameAsStored(out, value, kv.Value) {
+				return cur, nil
+			}
+			r, err = s.commitIf(ctx, key, kv.ModRevision, clientv3.OpPut(key, bytesToString(value)))
+			if err != nil {
+				return nil, err
+			}
+			if r.ok {
+				setRevision(m, r.revision)
+				return out, nil
+			}
+		}
+		kv = r.latest
+		s.logger.Debug("object changed while writing it, retrying", "key", key)
+	}
+}
+
+// deleteOnUpdate reports whether an update leaves an object that is being
+// deleted without finalizers and without grace period, so that it must go.
+func deleteOnUpdate(m metav1.Object) bool {
+	grace := m.GetDeletionGracePeriodSeconds()
+	return m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && grace != nil && *grace == 0
+}
