@@ -78,7 +78,7 @@ type Cluster struct {
 	cancel  context.CancelFunc
 	running bool          // the goroutine closing done was started
 	done    chan struct{} // closed when every component has stopped
-	errs   []error
+	errs    []error
 }
 
 // Start starts every component and returns once the gateway serves.
@@ -177,7 +177,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		Listen: cfg.Listen, TLS: tlsCfg,
 		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, Cache: c.cache, NATS: c.gwConn,
 		ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
-		Build: cfg.Build,
+		Build:            cfg.Build,
 		BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 		Logger: log.With("component", "gateway"), Metrics: c.Registry, Gatherer: c.Registry,
 	}); err != nil {

@@ -31,8 +31,8 @@ type watchPlan struct {
 	opts     *listOptions
 	rangeID  string
 	filter   watchhub.Filter
-	initial  bool  // send the current state as ADDED events first
-	endMark  bool  // ...then a bookmark annotated initialEventsEnd
+	initial  bool // send the current state as ADDED events first
+	endMark  bool // ...then a bookmark annotated initialEventsEnd
 	first    *listPage
 	read     client.Read
 	since    int64 // without initial events: watch from here

@@ -37,7 +37,7 @@ type Config struct {
 	Linger time.Duration
 	// RepairTimeout bounds one window read. Default 10s.
 	RepairTimeout time.Duration
-	Metrics *Metrics // optional
+	Metrics       *Metrics // optional
 }
 
 func (c *Config) validate() error {
@@ -82,7 +82,6 @@ func New(cfg Config) (*Hub, error) {
 
 // ErrClosed is returned by Watch after Close.
 var ErrClosed = errors.New("watchhub: closed")
-
 
 func (h *Hub) feed(rangeID string, since int64) (*feed, error) {
 	h.mu.Lock()
