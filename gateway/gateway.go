@@ -23,6 +23,7 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
@@ -209,6 +210,12 @@ func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 // final bookmark for those that asked for bookmarks) and waits for
 // requests in flight, at most ShutdownGrace.
 func (g *Gateway) Run(ctx context.Context) error {
+	bctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err := bootstrap.Ensure(bctx, g.cfg.Store, g.cfg.Registry)
+	cancel()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)

@@ -156,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if host != "" && host != "127.0.0.1" && host != "localhost" && host != "::1" {
 		hosts = append(hosts, host)
 	}
-	if c.Bundle, err = pki.Ensure(pki.Config{Dir: filepath.Join(cfg.DataDir, "pki"), Hosts: hosts, ServerURL: "https://" + cfg.Listen}); err != nil {
+	if c.Bundle, err = pki.Ensure(pki.Config{Dir: cfg.DataDir, Hosts: hosts, ServerURL: "https://" + cfg.Listen}); err != nil {
 		return nil, err
 	}
 	tlsCfg, err := c.Bundle.ServingTLS()

@@ -66,7 +66,7 @@ type Config struct {
 	EagerProtobuf bool
 	// Sink receives events; nil drops them.
 	Sink Sink
-	// Logger; default slog.Default() is not used: nil discards.
+	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics; nil records nothing.
 	Metrics *Metrics

@@ -100,6 +100,7 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	strategy.Normalize(obj)
 	m, err := objectMeta(obj)
 	if err != nil {
 		return err
@@ -171,6 +172,7 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	strategy.Normalize(sent)
 	m, err := objectMeta(sent)
 	if err != nil {
 		return err
@@ -252,6 +254,7 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		if err != nil {
 			return nil, err
 		}
+		strategy.Normalize(sent)
 		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.Namespace == "" {
 			m.Namespace = r.info.Namespace
 		}

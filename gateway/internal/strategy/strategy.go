@@ -198,3 +198,18 @@ func ValidateUpdate(res *registry.Resource, newObj, oldObj runtime.Object) field
 	errs := apivalidation.ValidateObjectMeta(nm, res.Namespaced, nameRule(res), field.NewPath("metadata"))
 	return append(errs, apivalidation.ValidateObjectMetaUpdate(nm, om, field.NewPath("metadata"))...)
 }
+
+// Normalize does what kube-apiserver's conversion to its internal types
+// does to every decoded object: a Secret's stringData is merged into data
+// (stringData wins) and never stored.
+func Normalize(obj runtime.Object) {
+	if s, ok := obj.(*corev1.Secret); ok && s.StringData != nil {
+		if s.Data == nil {
+			s.Data = make(map[string][]byte, len(s.StringData))
+		}
+		for k, v := range s.StringData {
+			s.Data[k] = []byte(v)
+		}
+		s.StringData = nil
+	}
+}
