@@ -140,17 +140,40 @@ func TestEveryWriteOnNATSOnceInOrder(t *testing.T) {
 		t.Fatalf("extra message on %s", m.Subject)
 	case <-time.After(300 * time.Millisecond):
 	}
-	var prevRange int64
+	// The chains start at the node's list revision; events of one
+	// transaction share a revision, are numbered by Index, and point at
+	// the revision before the transaction.
+	listRev := got[0].PrevRangeRevision
+	if listRev <= 0 || listRev >= got[0].Revision {
+		t.Fatalf("first event's chain starts at %d, want the list revision before %d", listRev, got[0].Revision)
+	}
+	prevRange := listRev
 	prevSubject := map[string]int64{}
+	index := uint32(0)
 	for i, w := range writes {
 		ev := got[i]
 		if ev.Revision != w.rev || ev.Key != w.key || ev.Type != w.typ {
 			t.Fatalf("event %d = %v %s@%d, want %v %s@%d", i, ev.Type, ev.Key, ev.Revision, w.typ, w.key, w.rev)
 		}
-		if ev.PrevRangeRevision != prevRange || ev.PrevSubjectRevision != prevSubject[w.ns] {
-			t.Fatalf("event %d (%d) chain = range %d subject %d, want %d %d", i, ev.Revision, ev.PrevRangeRevision, ev.PrevSubjectRevision, prevRange, prevSubject[w.ns])
+		subj, ok := prevSubject[w.ns]
+		if !ok {
+			subj = listRev
 		}
-		prevRange, prevSubject[w.ns] = ev.Revision, ev.Revision
+		if ev.PrevRangeRevision != prevRange || ev.PrevSubjectRevision != subj {
+			t.Fatalf("event %d (%d) chain = range %d subject %d, want %d %d", i, ev.Revision, ev.PrevRangeRevision, ev.PrevSubjectRevision, prevRange, subj)
+		}
+		wantCount := uint32(1)
+		if w.txn2 {
+			wantCount = 2
+		}
+		if ev.Index != index || ev.Count != wantCount {
+			t.Fatalf("event %d (%d) is %d of %d, want %d of %d", i, ev.Revision, ev.Index, ev.Count, index, wantCount)
+		}
+		index++
+		if ev.Last() {
+			prevRange, index = ev.Revision, 0
+		}
+		prevSubject[w.ns] = ev.Revision
 		if !strings.Contains(string(ev.Object), fmt.Sprintf(`"resourceVersion":"%d"`, w.rev)) {
 			t.Fatalf("event %d object without its revision: %.200s", i, ev.Object)
 		}

@@ -50,6 +50,14 @@ type Event struct {
 	// on the same subject (range and namespace); 0 when unknown.
 	PrevSubjectRevision int64
 
+	// Index and Count place the event among the Count events of the range
+	// at the same Revision (one etcd transaction may change several keys):
+	// Index runs from 0 to Count-1. An event is identified by (Revision,
+	// Index); the previous event of (R, i>0) is (R, i-1), that of (R, 0)
+	// is the last event at PrevRangeRevision. Count 0 means 1.
+	Index uint32
+	Count uint32
+
 	Key       string
 	Namespace string
 	Name      string
@@ -65,6 +73,9 @@ type Event struct {
 	PrevLabels map[string]string
 	PrevFields map[string]string
 }
+
+// Last reports whether e is the last event of its revision on the range.
+func (e *Event) Last() bool { return e.Count == 0 || e.Index+1 >= e.Count }
 
 // SubjectPrefix starts every subject kgate publishes events on.
 const SubjectPrefix = "kgate.ev"

@@ -16,6 +16,7 @@ import (
 //	  string key = 6;  string namespace = 7;  string name = 8;
 //	  bytes object = 9;  map<string,string> labels = 10;  map<string,string> fields = 11;
 //	  bytes prev_object = 12;  map<string,string> prev_labels = 13;  map<string,string> prev_fields = 14;
+//	  uint32 index = 15;  uint32 count = 16;
 //	}
 //
 // Unknown fields are skipped, so fields can be added later.
@@ -34,6 +35,8 @@ const (
 	fPrevObject          protowire.Number = 12
 	fPrevLabels          protowire.Number = 13
 	fPrevFields          protowire.Number = 14
+	fIndex               protowire.Number = 15
+	fCount               protowire.Number = 16
 )
 
 // ErrMalformed is returned by Unmarshal for bytes that are not an Event.
@@ -55,6 +58,8 @@ func (e *Event) Size() int {
 	n += sizeBytes(fPrevObject, e.PrevObject)
 	n += sizeMap(fPrevLabels, e.PrevLabels)
 	n += sizeMap(fPrevFields, e.PrevFields)
+	n += sizeVarint(fIndex, uint64(e.Index))
+	n += sizeVarint(fCount, uint64(e.Count))
 	return n
 }
 
@@ -79,6 +84,8 @@ func (e *Event) AppendMarshal(b []byte) []byte {
 	b = appendBytes(b, fPrevObject, e.PrevObject)
 	b = appendMap(b, fPrevLabels, e.PrevLabels)
 	b = appendMap(b, fPrevFields, e.PrevFields)
+	b = appendVarint(b, fIndex, uint64(e.Index))
+	b = appendVarint(b, fCount, uint64(e.Count))
 	return b
 }
 
@@ -127,6 +134,10 @@ func (e *Event) Unmarshal(data []byte) error {
 			e.PrevRangeRevision = int64(v)
 		case fPrevSubjectRevision:
 			e.PrevSubjectRevision = int64(v)
+		case fIndex:
+			e.Index = uint32(v)
+		case fCount:
+			e.Count = uint32(v)
 		case fKey:
 			e.Key = string(buf)
 		case fNamespace:
@@ -159,7 +170,7 @@ func (e *Event) Unmarshal(data []byte) error {
 // wantType reports whether num is a known field with wire type typ.
 func wantType(num protowire.Number, typ protowire.Type) bool {
 	switch num {
-	case fType, fRevision, fPrevRangeRevision, fPrevSubjectRevision:
+	case fType, fRevision, fPrevRangeRevision, fPrevSubjectRevision, fIndex, fCount:
 		return typ == protowire.VarintType
 	case fRange, fKey, fNamespace, fName, fObject, fLabels, fFields, fPrevObject, fPrevLabels, fPrevFields:
 		return typ == protowire.BytesType

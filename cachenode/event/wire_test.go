@@ -15,6 +15,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		ev   Event
 	}{
 		{"progress", Event{Type: Progress, Range: "pods", Revision: 42, PrevRangeRevision: 40}},
+		{"second of a transaction", Event{Type: Added, Range: "pods", Revision: 42, PrevRangeRevision: 42, Index: 1, Count: 3, Key: "k"}},
 		{"added", Event{
 			Type: Added, Range: "pods", Revision: 7, PrevRangeRevision: 5, PrevSubjectRevision: 3,
 			Key: "/registry/pods/ns/a", Namespace: "ns", Name: "a",

@@ -106,7 +106,9 @@ func (p *Publisher) Event(ev *event.Event) {
 		rs.subjects[ev.Namespace] = subj
 	}
 	err := p.publish(rs, subj, ev)
-	rs.lastEvent = ev.Revision
+	if ev.Last() {
+		rs.lastEvent = ev.Revision
+	}
 	rs.seen = max(rs.seen, ev.Revision)
 	rs.lastActivity = p.cfg.Now()
 	if err != nil {
@@ -150,13 +152,13 @@ func (p *Publisher) Seen(rangeID string, rev int64) {
 	rs.seen = max(rs.seen, rev)
 }
 
-// Restart records that rangeID relisted: the next event has no previous
-// one, and progress has none to point at until then.
-func (p *Publisher) Restart(rangeID string) {
+// Restart records that rangeID relisted at revision from: the chain of
+// events starts there, and progress points at it until the next event.
+func (p *Publisher) Restart(rangeID string, from int64) {
 	rs := p.rangeState(rangeID)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	rs.lastEvent = 0
+	rs.lastEvent = from
 	rs.lastProgress = 0
 }
 

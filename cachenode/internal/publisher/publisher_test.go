@@ -89,7 +89,7 @@ func TestEventsAndProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.Restart("pods")
+	p.Restart("pods", 10)
 	p.Seen("pods", 10)
 	sent := []event.Event{
 		{Type: event.Added, Range: "pods", Revision: 11, Key: "/registry/pods/a/x", Namespace: "a", Name: "x", Object: []byte("{}"), Labels: map[string]string{"l": "v"}},
@@ -127,12 +127,12 @@ func TestEventsAndProgress(t *testing.T) {
 	c.add(time.Second)
 	p.ProgressIdle()
 	noMessage(t, prog) // seen did not move
-	// a restart forgets the chain
-	p.Restart("pods")
+	// a restart starts the chain again at the list revision
+	p.Restart("pods", 18)
 	p.Seen("pods", 20)
 	c.add(time.Second)
 	p.ProgressIdle()
-	if got, _ := next(t, prog); got.Revision != 20 || got.PrevRangeRevision != 0 {
+	if got, _ := next(t, prog); got.Revision != 20 || got.PrevRangeRevision != 18 {
 		t.Fatalf("progress after restart = %+v", got)
 	}
 	if n := counter(t, m.published.WithLabelValues("pods", "event")); n != 2 {

@@ -33,9 +33,9 @@ type Sink interface {
 	// Seen is called when the range is known complete up to rev with no
 	// new event (an etcd progress notification, or a new list).
 	Seen(rangeID string, rev int64)
-	// Restart is called when the reflector (re)lists: the event chain
-	// starts again.
-	Restart(rangeID string)
+	// Restart is called when the reflector (re)lists at revision from: the
+	// event chain starts again there.
+	Restart(rangeID string, from int64)
 }
 
 // Config configures a reflector.
@@ -105,9 +105,9 @@ func (c *Config) setDefaults() error {
 
 type nopSink struct{}
 
-func (nopSink) Event(*event.Event)     {}
-func (nopSink) Seen(string, int64)     {}
-func (nopSink) Restart(rangeID string) {}
+func (nopSink) Event(*event.Event)    {}
+func (nopSink) Seen(string, int64)    {}
+func (nopSink) Restart(string, int64) {}
 
 // state is what one list and the watch after it build; a relist replaces
 // it whole, so readers always see a store and a window that agree.
@@ -135,7 +135,8 @@ type Reflector struct {
 	rewound  []rewound  // the last snapshots made by At, newest last
 
 	// chain state, used by the Run goroutine only
-	lastRev int64
+	lastRev int64 // revision of the last complete revision's events (or the list)
+	listRev int64 // revision of the last list: where event chains start
 	subject map[string]int64
 
 	afterList func(rev int64) // test hook: runs between list and watch

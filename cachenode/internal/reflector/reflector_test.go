@@ -97,6 +97,7 @@ type sink struct {
 	events   []event.Event
 	seen     int64
 	restarts int
+	from     int64 // revision of the last restart
 }
 
 func (s *sink) Event(ev *event.Event) {
@@ -111,10 +112,11 @@ func (s *sink) Seen(_ string, rev int64) {
 	s.seen = rev
 }
 
-func (s *sink) Restart(string) {
+func (s *sink) Restart(_ string, from int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.restarts++
+	s.from = from
 }
 
 func (s *sink) snapshot() ([]event.Event, int) {
@@ -275,8 +277,10 @@ func TestFollowsChanges(t *testing.T) {
 	if len(got) != len(wants) || restarts != 1 {
 		t.Fatalf("got %d events and %d restarts, want %d and 1", len(got), restarts, len(wants))
 	}
-	lastSubject := map[string]int64{}
-	var lastRange int64
+	snk.mu.Lock()
+	lastRange := snk.from // chains start at the list revision
+	snk.mu.Unlock()
+	lastSubject := map[string]int64{"a": lastRange, "b": lastRange}
 	for i, w := range wants {
 		ev := got[i]
 		s := decodeServed(t, ev.Object)
@@ -386,7 +390,10 @@ func TestRelistAfterCompaction(t *testing.T) {
 	rev := e.put(pod("a", "z", "web", "Running"), false)
 	waitFor(t, r, rev)
 	items, _, err := r.Since(last, nil, 0)
-	if err != nil || len(items) != 1 || items[0].PrevRangeRevision != 0 || items[0].Type != event.Added {
+	snk.mu.Lock()
+	from := snk.from
+	snk.mu.Unlock()
+	if err != nil || len(items) != 1 || items[0].PrevRangeRevision != from || from < last || items[0].Type != event.Added {
 		t.Fatalf("Since(%d) = %v %v", last, items, err)
 	}
 }

@@ -103,9 +103,11 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	st := &state{store: store.Load(entries, rev), win: win}
-	r.lastRev = 0
+	// The chain of events starts at the list revision: the window is
+	// complete from there, so a subscriber at or after it has no gap.
+	r.lastRev, r.listRev = rev, rev
 	r.subject = map[string]int64{}
-	r.cfg.Sink.Restart(r.rng.ID)
+	r.cfg.Sink.Restart(r.rng.ID, rev)
 	r.state.Store(st)
 	r.advance(rev)
 	r.cfg.Sink.Seen(r.rng.ID, rev)
@@ -206,31 +208,55 @@ func (r *Reflector) progressTo(st *state, rev int64) {
 	r.cfg.Sink.Seen(r.rng.ID, rev)
 }
 
-// apply turns etcd events into events of the range, in order.
+// apply turns etcd events into events of the range, in order. Events of
+// one revision (one etcd transaction) are numbered with Index and Count so
+// that subscribers can tell each of them apart and see when the revision
+// is complete.
 func (r *Reflector) apply(st *state, evs []*clientv3.Event) {
 	var rev int64
-	for _, e := range evs {
-		ev, prev, err := r.convert(st, e)
-		if err != nil {
-			r.m.decodeErrors.Inc()
-			r.log.Warn("skipping event", "key", string(e.Kv.Key), "revision", e.Kv.ModRevision, "err", err)
-			continue
+	group := make([]converted, 0, 1)
+	prevs := make([]*store.Entry, 0, 1)
+	for i := 0; i < len(evs); {
+		j := i
+		for j < len(evs) && evs[j].Kv.ModRevision == evs[i].Kv.ModRevision {
+			j++
 		}
-		rev = ev.Revision
-		ev.PrevRangeRevision = r.lastRev
-		ev.PrevSubjectRevision = r.subject[ev.Namespace]
-		r.lastRev = rev
-		r.subject[ev.Namespace] = rev
-		// The window first: a snapshot at rev must find every event up
-		// to rev in the window to rewind.
-		st.win.Append(ev.Event, prev)
-		if ev.Type == event.Deleted {
-			st.store.Delete(ev.Key, rev)
-		} else {
-			st.store.Put(ev.entry, rev)
+		// Convert the whole revision first: Count is the number of events
+		// that will be published. Keys of one transaction are distinct, so
+		// each conversion sees the store as before the transaction.
+		group, prevs = group[:0], prevs[:0]
+		for _, e := range evs[i:j] {
+			ev, prev, err := r.convert(st, e)
+			if err != nil {
+				r.m.decodeErrors.Inc()
+				r.log.Warn("skipping event", "key", string(e.Kv.Key), "revision", e.Kv.ModRevision, "err", err)
+				continue
+			}
+			group = append(group, ev)
+			prevs = append(prevs, prev)
 		}
-		r.m.events[ev.Type].Inc()
-		r.cfg.Sink.Event(&ev.Event)
+		for k := range group {
+			ev := &group[k]
+			rev = ev.Revision
+			ev.Index, ev.Count = uint32(k), uint32(len(group))
+			ev.PrevRangeRevision = r.lastRev
+			ev.PrevSubjectRevision = r.subjectRev(ev.Namespace)
+			if ev.Last() {
+				r.lastRev = rev
+			}
+			r.subject[ev.Namespace] = rev
+			// The window first: a snapshot at rev must find every event up
+			// to rev in the window to rewind.
+			st.win.Append(ev.Event, prevs[k])
+			if ev.Type == event.Deleted {
+				st.store.Delete(ev.Key, rev)
+			} else {
+				st.store.Put(ev.entry, rev)
+			}
+			r.m.events[ev.Type].Inc()
+			r.cfg.Sink.Event(&ev.Event)
+		}
+		i = j
 	}
 	if last := evs[len(evs)-1].Kv.ModRevision; last > rev {
 		rev = last // skipped events still count as seen
@@ -240,6 +266,15 @@ func (r *Reflector) apply(st *state, evs []*clientv3.Event) {
 		st.win.Advance(rev)
 		r.advance(rev)
 	}
+}
+
+// subjectRev is the revision of the last event on ns's subject, or the
+// list revision when there was none since: the chain starts there.
+func (r *Reflector) subjectRev(ns string) int64 {
+	if rev, ok := r.subject[ns]; ok {
+		return rev
+	}
+	return r.listRev
 }
 
 // converted is an event and the store entry it installs.

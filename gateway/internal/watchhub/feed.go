@@ -21,7 +21,7 @@ type feed struct {
 	subs    []*nats.Subscription
 
 	mu         sync.Mutex // guards cursor, watchers, emptySince, stopped
-	cursor     int64      // every event with Revision <= cursor was dispatched
+	cursor     position   // every event at or before it was dispatched
 	watchers   map[*Watcher]struct{}
 	emptySince time.Time
 	stopped    bool
@@ -34,7 +34,7 @@ func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 		hub:        h,
 		rangeID:    rangeID,
 		msgs:       make(chan *nats.Msg, h.cfg.FeedBuffer),
-		cursor:     since,
+		cursor:     through(since),
 		watchers:   map[*Watcher]struct{}{},
 		emptySince: time.Now(),
 		needRepair: true,
@@ -45,12 +45,8 @@ func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 			f.unsubscribe()
 			return nil, fmt.Errorf("cannot subscribe to %s: %w", subj, err)
 		}
-		// The channel bounds what is held; NATS' own limit must not be
-		// the smaller one. Drops beyond it are gaps, repaired below.
-		if err := sub.SetPendingLimits(h.cfg.FeedBuffer, -1); err != nil {
-			f.unsubscribe()
-			return nil, fmt.Errorf("cannot set limits on %s: %w", subj, err)
-		}
+		// The channel's capacity bounds what is held: NATS drops what does
+		// not fit (a slow consumer), and the chain shows the gap.
 		f.subs = append(f.subs, sub)
 	}
 	h.wg.Add(1)
@@ -103,27 +99,28 @@ func (f *feed) handle(ev event.Event) {
 	cursor := f.cursor
 	f.mu.Unlock()
 	if ev.Type == event.Progress {
-		// The range is quiet up to ev.Revision; the last event before that
-		// was ev.PrevRangeRevision. Unknown (0) or unseen means a gap.
-		if ev.PrevRangeRevision == 0 || ev.PrevRangeRevision > cursor {
-			if ev.Revision > cursor {
+		// The range is quiet up to ev.Revision; its last event was at
+		// ev.PrevRangeRevision. Unless we have everything up to there, a
+		// message was lost.
+		if !cursor.quietAfter(&ev) {
+			if ev.Revision > cursor.rev {
 				f.needRepair = true
 			}
 			return
 		}
-		if ev.Revision > cursor {
+		if ev.Revision > cursor.rev {
 			f.dispatchProgress(ev.Revision)
 		}
 		return
 	}
-	if ev.Revision <= cursor {
-		return // already dispatched, from the window or a duplicate publisher
-	}
-	if ev.PrevRangeRevision == 0 || ev.PrevRangeRevision > cursor {
+	switch {
+	case cursor.covers(&ev):
+		// already dispatched, from the window or a duplicate publisher
+	case cursor.next(&ev):
+		f.dispatch(newShared(ev))
+	default:
 		f.needRepair = true // something between cursor and ev is missing
-		return
 	}
-	f.dispatch(newShared(ev))
 }
 
 // repair reads the window after the cursor and dispatches what it holds.
@@ -133,7 +130,7 @@ func (f *feed) repair() {
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(f.hub.ctx, f.hub.cfg.RepairTimeout)
 	defer cancel()
-	evs, seen, err := f.hub.cfg.Source.Events(ctx, f.rangeID, cursor)
+	evs, seen, err := f.hub.cfg.Source.Events(ctx, f.rangeID, cursor.since())
 	if f.hub.cfg.Metrics != nil {
 		f.hub.cfg.Metrics.repairs.WithLabelValues(f.rangeID).Inc()
 	}
@@ -142,22 +139,23 @@ func (f *feed) repair() {
 		// Continuity is lost for every watcher of this feed: end them so
 		// their clients resume (and relist if they must). A new feed
 		// starts with the next watcher.
-		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor)
+		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor.rev)
 		f.hub.forget(f)
-		f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor, err))
+		f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor.since(), err))
 		return
 	case err != nil:
 		f.hub.cfg.Logger.Warn("cannot repair feed, will retry", "range", f.rangeID, "err", err)
 		return // needRepair stays set; retried on the next message or tick
 	}
 	f.needRepair = false
-	for _, ev := range evs {
-		if ev.Revision > cursor {
-			f.dispatch(newShared(ev))
-			cursor = ev.Revision
+	for i := range evs {
+		if !cursor.covers(&evs[i]) {
+			f.dispatch(newShared(evs[i]))
+			cursor = at(&evs[i])
 		}
 	}
-	if seen > cursor {
+	// The answer is complete up to seen: every revision up to it is whole.
+	if seen >= cursor.rev {
 		f.dispatchProgress(seen)
 	}
 }
@@ -166,16 +164,16 @@ func (f *feed) repair() {
 func (f *feed) dispatch(ev *Shared) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if ev.Revision <= f.cursor {
+	if f.cursor.covers(&ev.Event) {
 		return
 	}
-	f.cursor = ev.Revision
+	f.cursor = at(&ev.Event)
 	for w := range f.watchers {
 		t, usePrev, ok := w.filter.classify(&ev.Event)
 		if !ok {
-			continue
+			continue // Last catches up with the cursor when it is asked for
 		}
-		if !w.offer(Delivery{Type: t, Rev: ev.Revision, Event: ev, UsePrev: usePrev}) {
+		if !w.offer(Delivery{Type: t, Rev: ev.Revision, Event: ev, UsePrev: usePrev, at: f.cursor}) {
 			delete(f.watchers, w)
 			w.overflowed()
 		}
@@ -185,29 +183,41 @@ func (f *feed) dispatch(ev *Shared) {
 	}
 }
 
-// dispatchProgress advances the cursor over a quiet stretch and tells the
-// watchers, so their bookmarks can carry it.
+// dispatchProgress advances the cursor over a quiet stretch up to rev and
+// tells the watchers, so their bookmarks can carry it.
 func (f *feed) dispatchProgress(rev int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if rev <= f.cursor {
+	p := through(rev)
+	if !f.cursor.less(p) {
 		return
 	}
-	f.cursor = rev
+	f.cursor = p
 	for w := range f.watchers {
-		w.offerProgress(rev)
+		w.offerProgress(Delivery{Type: Bookmark, Rev: rev, at: p})
 	}
 }
 
 // attach adds w and returns the cursor it joined at; ok is false when the
 // feed stopped (the caller gets a fresh feed).
-func (f *feed) attach(w *Watcher) (cursor int64, ok bool) {
+func (f *feed) attach(w *Watcher) (cursor position, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
-		return 0, false
+		return position{}, false
 	}
 	f.watchers[w] = struct{}{}
+	return f.cursor, true
+}
+
+// caughtUp returns the cursor when w has nothing queued and is attached:
+// then every event up to the cursor that w should see was handed over.
+func (f *feed) caughtUp(w *Watcher) (position, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, attached := f.watchers[w]; !attached || len(w.queue) > 0 {
+		return position{}, false
+	}
 	return f.cursor, true
 }
 

@@ -16,6 +16,8 @@ type Delivery struct {
 	// UsePrev: send Event.PrevObject with its resourceVersion set to Rev
 	// (an update that moved the object out of the watcher's selection).
 	UsePrev bool
+
+	at position // where in the range's sequence this puts the watcher
 }
 
 // Watcher is one client's watch. Next and Close may be called from one
@@ -33,8 +35,8 @@ type Watcher struct {
 	err      error
 
 	// Owned by the consumer goroutine.
-	last        int64
-	joinedAt    int64 // the feed's cursor when we attached: catch up to it
+	last        position
+	joinedAt    position // the feed's cursor when we attached: catch up to it
 	needCatchup bool
 	pending     []Delivery
 }
@@ -46,7 +48,7 @@ func newWatcher(h *Hub, rangeID string, since int64, filter Filter) *Watcher {
 		filter:  filter,
 		queue:   make(chan Delivery, h.cfg.QueueLen),
 		signal:  make(chan struct{}, 1),
-		last:    since,
+		last:    through(since),
 	}
 }
 
@@ -69,7 +71,7 @@ func (h *Hub) Watch(rangeID string, since int64, filter Filter) (*Watcher, error
 // joined come from the window (needCatchup).
 func (w *Watcher) attach() error {
 	for {
-		f, err := w.hub.feed(w.rangeID, w.last)
+		f, err := w.hub.feed(w.rangeID, w.last.since())
 		if err != nil {
 			return err
 		}
@@ -82,14 +84,28 @@ func (w *Watcher) attach() error {
 			continue
 		}
 		w.joinedAt = cursor
-		w.needCatchup = w.last < cursor
+		w.needCatchup = w.last.less(cursor)
 		return nil
 	}
 }
 
 // Last returns the revision up to which the watcher has seen everything:
-// the resourceVersion a bookmark may carry.
-func (w *Watcher) Last() int64 { return w.last }
+// the resourceVersion a bookmark may carry. A watcher that has handed out
+// everything queued moves up to its feed's cursor first: the events in
+// between were not for it.
+func (w *Watcher) Last() int64 {
+	if len(w.pending) == 0 && !w.needCatchup {
+		w.mu.Lock()
+		f, detached := w.feed, w.detached
+		w.mu.Unlock()
+		if f != nil && !detached {
+			if cur, ok := f.caughtUp(w); ok && w.last.less(cur) {
+				w.last = cur
+			}
+		}
+	}
+	return w.last.resourceVersion()
+}
 
 // Next returns the next delivery, blocking until there is one, the watcher
 // fails (410 Expired when it fell out of the window, ErrClosed on
@@ -101,10 +117,10 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 			d := w.pending[0]
 			w.pending[0] = Delivery{}
 			w.pending = w.pending[1:]
-			if d.Rev <= w.last {
+			if !w.last.less(d.at) {
 				continue
 			}
-			w.last = d.Rev
+			w.last = d.at
 			if d.Type != Bookmark {
 				return d, nil
 			}
@@ -117,10 +133,10 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 		}
 		select {
 		case d := <-w.queue:
-			if d.Rev <= w.last {
+			if !w.last.less(d.at) {
 				continue
 			}
-			w.last = d.Rev
+			w.last = d.at
 			if d.Type != Bookmark {
 				return d, nil
 			}
@@ -153,11 +169,12 @@ func (w *Watcher) catchUp(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.hub.cfg.RepairTimeout)
 	defer cancel()
-	evs, seen, err := w.hub.cfg.Source.Events(ctx, w.rangeID, w.last)
+	from := w.last.since()
+	evs, seen, err := w.hub.cfg.Source.Events(ctx, w.rangeID, from)
 	if err != nil {
-		return fmt.Errorf("cannot catch up watch on range %s from revision %d: %w", w.rangeID, w.last, err)
+		return fmt.Errorf("cannot catch up watch on range %s from revision %d: %w", w.rangeID, from, err)
 	}
-	if len(evs) == 0 && seen <= w.last {
+	if len(evs) == 0 && seen <= w.last.rev {
 		// The node has not yet seen what the feed has (another replica
 		// answered, or it is restarting): try again shortly.
 		select {
@@ -168,21 +185,23 @@ func (w *Watcher) catchUp(ctx context.Context) error {
 		}
 	}
 	w.pending = w.pending[:0]
-	for _, ev := range evs {
-		if ev.Revision <= w.last {
+	for i := range evs {
+		ev := &evs[i]
+		if w.last.covers(ev) {
 			continue
 		}
-		t, usePrev, ok := w.filter.classify(&ev)
+		t, usePrev, ok := w.filter.classify(ev)
 		if !ok {
 			continue
 		}
-		w.pending = append(w.pending, Delivery{Type: t, Rev: ev.Revision, Event: newShared(ev), UsePrev: usePrev})
+		w.pending = append(w.pending, Delivery{Type: t, Rev: ev.Revision, Event: newShared(*ev), UsePrev: usePrev, at: at(ev)})
 	}
 	// Everything up to seen is known: let Last move over filtered events.
-	w.pending = append(w.pending, Delivery{Type: Bookmark, Rev: seen})
+	end := through(seen)
+	w.pending = append(w.pending, Delivery{Type: Bookmark, Rev: seen, at: end})
 	// A large backlog comes in several answers: continue until we reach
 	// the point from which the queue holds everything.
-	w.needCatchup = seen < w.joinedAt
+	w.needCatchup = end.less(w.joinedAt)
 	return nil
 }
 
@@ -209,9 +228,9 @@ func (w *Watcher) offer(d Delivery) bool {
 
 // offerProgress queues a progress mark when there is room; a full queue
 // has deliveries coming anyway.
-func (w *Watcher) offerProgress(rev int64) {
+func (w *Watcher) offerProgress(d Delivery) {
 	select {
-	case w.queue <- Delivery{Type: Bookmark, Rev: rev}:
+	case w.queue <- d:
 	default:
 	}
 }
