@@ -31,6 +31,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )
@@ -55,6 +56,8 @@ type Config struct {
 	Revisions *revision.Oracle
 	Cache     *client.Client
 	NATS      *nats.Conn
+	// ServiceIPs allocates Service cluster IPs; required.
+	ServiceIPs *ipalloc.Allocator
 
 	// ClientCAFile verifies client certificates (x509 authentication).
 	ClientCAFile string
@@ -89,8 +92,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Listen == "" || c.TLS == nil:
 		return errors.New("cannot make gateway: Listen and TLS are required")
-	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || c.Cache == nil || c.NATS == nil:
-		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache and NATS are required")
+	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || c.Cache == nil || c.NATS == nil || c.ServiceIPs == nil:
+		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache, NATS and service IPs are required")
 	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
 	}
@@ -170,7 +173,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.base, g.cancelBase = context.WithCancel(context.Background())
 	g.rest, err = rest.New(g.base, rest.Config{
 		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: cfg.Cache,
-		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec,
+		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
 		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 	})
 	if err != nil {

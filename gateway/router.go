@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,16 @@ import (
 func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 	start := time.Now()
 	var info requestinfo.Info
+	defer func() {
+		// A bug in one request must not take the gateway down: answer 500
+		// and log where it happened.
+		if p := recover(); p != nil {
+			g.cfg.Logger.Error("panic serving request", "method", string(rc.Method()), "path", string(rc.Path()), "panic", p, "stack", string(debug.Stack()))
+			if !rc.Hijacked() {
+				g.writeError(rc, &info, fmt.Errorf("internal error: %v", p))
+			}
+		}
+	}()
 	err := g.route(rc, &info)
 	if err != nil {
 		g.writeError(rc, &info, err)
@@ -121,7 +132,11 @@ func (g *Gateway) writeError(rc *fasthttp.RequestCtx, info *requestinfo.Info, er
 		st.Message = "the server could not find the requested resource"
 		st.Details = nil
 	} else {
-		st = apierror.Status(err, schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, info.Name)
+		name := info.Name
+		if n, ok := rest.ObjectName(err); ok {
+			name = n
+		}
+		st = apierror.Status(err, schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}, name)
 	}
 	if st.Code >= 500 {
 		g.cfg.Logger.Error("request failed", "method", string(rc.Method()), "path", string(rc.Path()), "code", st.Code, "err", err)

@@ -45,7 +45,7 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 	m.SetCreationTimestamp(metav1.NewTime(s.truncatedNow()))
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	if s.hasSpec(obj) {
+	if s.tracksGeneration(res, obj) {
 		m.SetGeneration(1)
 	} else {
 		m.SetGeneration(0)

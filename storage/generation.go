@@ -7,13 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/storage/registry"
 )
 
 // typeInfo is what generation tracking needs to know about a Go type.
 type typeInfo struct {
-	// hasSpec: the type has a "spec" field; its objects track
-	// metadata.generation.
-	hasSpec bool
 	// compared are the indexes of the struct fields outside type meta,
 	// metadata and status: a change there bumps the generation.
 	compared []int
@@ -36,9 +35,6 @@ func (s *Store) info(obj runtime.Object) *typeInfo {
 				// TypeMeta (inline) and fields not serialized
 			case name == "metadata" || name == "status":
 			default:
-				if name == "spec" {
-					ti.hasSpec = true
-				}
 				ti.compared = append(ti.compared, i)
 			}
 		}
@@ -47,13 +43,14 @@ func (s *Store) info(obj runtime.Object) *typeInfo {
 	return actual.(*typeInfo)
 }
 
-// hasSpec reports whether obj tracks metadata.generation: typed objects
-// whose kind has a spec, unstructured objects with a non-nil spec.
-func (s *Store) hasSpec(obj runtime.Object) bool {
+// tracksGeneration reports whether obj tracks metadata.generation: typed
+// objects of resources whose strategy does so upstream, unstructured
+// (custom) objects with a spec.
+func (s *Store) tracksGeneration(res *registry.Resource, obj runtime.Object) bool {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object["spec"] != nil
 	}
-	return s.info(obj).hasSpec
+	return res.Generation
 }
 
 // specChanged reports whether anything outside metadata and status differs

@@ -8,26 +8,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kgate/kgate/storage/registry"
 )
 
-func TestHasSpec(t *testing.T) {
+func TestTracksGeneration(t *testing.T) {
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &Store{}
-	f := func(obj runtime.Object, want bool) {
+	f := func(gvr schema.GroupVersionResource, obj runtime.Object, want bool) {
 		t.Helper()
-		if got := s.hasSpec(obj); got != want {
-			t.Errorf("hasSpec(%T) = %v, want %v", obj, got, want)
+		res, ok := reg.Lookup(gvr)
+		if !ok {
+			t.Fatalf("%v not registered", gvr)
 		}
-		// Cached: same answer.
-		if got := s.hasSpec(obj); got != want {
-			t.Errorf("hasSpec(%T) second time = %v", obj, got)
+		if got := s.tracksGeneration(res, obj); got != want {
+			t.Errorf("tracksGeneration(%v) = %v, want %v", gvr, got, want)
 		}
 	}
-	f(&appsv1.Deployment{}, true)
-	f(&corev1.Pod{}, true)
-	f(&corev1.ConfigMap{}, false)
-	f(&corev1.Secret{}, false)
-	f(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}, true)
-	f(&unstructured.Unstructured{Object: map[string]any{"data": "x"}}, false)
+	f(appsv1.SchemeGroupVersion.WithResource("deployments"), &appsv1.Deployment{}, true)
+	f(corev1.SchemeGroupVersion.WithResource("pods"), &corev1.Pod{}, true)
+	// Services, namespaces and nodes have a spec but no generation upstream.
+	f(corev1.SchemeGroupVersion.WithResource("services"), &corev1.Service{}, false)
+	f(corev1.SchemeGroupVersion.WithResource("namespaces"), &corev1.Namespace{}, false)
+	f(corev1.SchemeGroupVersion.WithResource("configmaps"), &corev1.ConfigMap{}, false)
+	cm := corev1.SchemeGroupVersion.WithResource("configmaps")
+	f(cm, &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}, true)
+	f(cm, &unstructured.Unstructured{Object: map[string]any{"data": "x"}}, false)
 }
 
 func TestSpecChanged(t *testing.T) {

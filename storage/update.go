@@ -95,7 +95,7 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 		m.SetDeletionTimestamp(curMeta.GetDeletionTimestamp())
 		m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
 		m.SetGeneration(curMeta.GetGeneration())
-		if s.hasSpec(out) && s.specChanged(cur, out) {
+		if s.tracksGeneration(res, out) && s.specChanged(cur, out) {
 			m.SetGeneration(curMeta.GetGeneration() + 1)
 		}
 

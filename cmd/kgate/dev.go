@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/storage/ipalloc"
 )
 
 func runDev(ctx context.Context, args []string) error {
@@ -14,6 +15,7 @@ func runDev(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:6443", "HTTPS address of the gateway")
 	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file (token,user,uid,\"group1,group2\")")
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
+	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -24,7 +26,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	c, err := devcluster.Start(ctx, devcluster.Config{
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
-		Build: version, Logger: log,
+		ServiceCIDR: *serviceCIDR, Build: version, Logger: log,
 	})
 	if err != nil {
 		return err

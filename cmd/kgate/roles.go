@@ -26,6 +26,7 @@ import (
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )
@@ -100,6 +101,7 @@ func runGateway(ctx context.Context, args []string) error {
 	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file")
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
 	cacheAddr := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache node's read API")
+	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -129,13 +131,17 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cache.Close()
+	ips, err := ipalloc.New(ipalloc.Config{Client: b.etcd, CIDR: *serviceCIDR, Logger: b.log.With("component", "ipalloc")})
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(gateway.Config{
 		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)),
 		TLS: &tls.Config{
 			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
-		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, Cache: cache, NATS: b.nats,
+		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, Cache: cache, NATS: b.nats, ServiceIPs: ips,
 		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
 		Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
 	})

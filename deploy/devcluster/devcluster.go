@@ -28,6 +28,7 @@ import (
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/embedded"
+	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )
@@ -54,6 +55,9 @@ type Config struct {
 	// them); zero keeps kube-apiserver's defaults.
 	BookmarkInterval time.Duration
 	MinWatchTimeout  time.Duration
+	// ServiceCIDR is the range Service cluster IPs come from. Default
+	// ipalloc.DefaultCIDR.
+	ServiceCIDR string
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
 	// Logger is required.
@@ -75,15 +79,16 @@ type Cluster struct {
 	oracle     *revision.Oracle
 	gw         *gateway.Gateway
 
-	cancel  context.CancelFunc
-	running bool          // the goroutine closing done was started
-	done    chan struct{} // closed when every component has stopped
-	errs    []error
+	cancel   context.CancelFunc
+	running  bool          // the goroutine closing done was started
+	nodeDone chan error    // the cache node's Run result, once it runs
+	done     chan struct{} // closed when every component has stopped
+	errs     []error
 }
 
 // Start starts every component and returns once the gateway serves.
 // Close stops them in reverse order.
-func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.DataDir == "" || cfg.Logger == nil {
 		return nil, errors.New("cannot start kgate dev: DataDir and Logger are required")
 	}
@@ -93,102 +98,114 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if cfg.EtcdClientAddr == "" {
 		cfg.EtcdClientAddr = "127.0.0.1:0"
 	}
-	c = &Cluster{cfg: cfg, Registry: prometheus.NewRegistry(), done: make(chan struct{})}
+	c := &Cluster{cfg: cfg, Registry: prometheus.NewRegistry(), done: make(chan struct{})}
+	if err := c.start(ctx); err != nil {
+		// Stop what did start; the start error is the one to report.
+		if cerr := c.Close(); cerr != nil {
+			cfg.Logger.Warn("cannot stop after a failed start", "err", cerr)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) (err error) {
+	cfg := c.cfg
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	defer func() {
-		if err != nil {
-			c.Close()
-		}
-	}()
 	log := cfg.Logger
 	t0 := time.Now()
 	if c.etcd, err = embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(cfg.DataDir, "etcd"), ClientAddr: cfg.EtcdClientAddr, PeerAddr: "127.0.0.1:0",
 		UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"),
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	log.Info("etcd started", "endpoints", c.etcd.Endpoints(), "took", time.Since(t0))
 	if c.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
-		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
+		return fmt.Errorf("cannot connect to etcd: %w", err)
 	}
 	t0 = time.Now()
 	if c.nats, err = natsembed.Start(natsembed.Config{Logger: log.With("component", "nats")}); err != nil {
-		return nil, err
+		return err
 	}
 	if c.nodeConn, err = nats.Connect(c.nats.ClientURL(), nats.Name("kgate-cachenode"), nats.MaxReconnects(-1)); err != nil {
-		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
+		return fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 	if c.gwConn, err = nats.Connect(c.nats.ClientURL(), nats.Name("kgate-gateway"), nats.MaxReconnects(-1)); err != nil {
-		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
+		return fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 	log.Info("nats started", "url", c.nats.ClientURL(), "took", time.Since(t0))
 
 	reg, err := registry.NewBuiltin()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cdc := codec.New(reg.Scheme())
 	table, err := ranges.Default(reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	t0 = time.Now()
 	if c.node, err = cachenode.New(cachenode.Config{
 		Etcd: c.etcdClient, NATS: c.nodeConn, Registry: reg, Codec: cdc, Ranges: table,
 		Listen: "127.0.0.1:0", Logger: log.With("component", "cachenode"), Metrics: c.Registry,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	nodeDone := make(chan error, 1)
+	c.nodeDone = nodeDone
 	go func() { nodeDone <- c.node.Run(runCtx) }()
 	if err := waitReady(ctx, c.node.Ready, nodeDone); err != nil {
-		return nil, fmt.Errorf("cannot start cache node: %w", err)
+		return fmt.Errorf("cannot start cache node: %w", err)
 	}
 	log.Info("cache node ready", "addr", c.node.Addr(), "ranges", len(table.All()), "took", time.Since(t0))
 
 	host, _, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("cannot use listen address %q: %w", cfg.Listen, err)
+		return fmt.Errorf("cannot use listen address %q: %w", cfg.Listen, err)
 	}
 	hosts := []string{"127.0.0.1", "::1", "localhost"}
 	if host != "" && host != "127.0.0.1" && host != "localhost" && host != "::1" {
 		hosts = append(hosts, host)
 	}
 	if c.Bundle, err = pki.Ensure(pki.Config{Dir: cfg.DataDir, Hosts: hosts, ServerURL: "https://" + cfg.Listen}); err != nil {
-		return nil, err
+		return err
 	}
 	tlsCfg, err := c.Bundle.ServingTLS()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	store, err := storage.New(storage.Config{Client: c.etcdClient, Registry: reg, Codec: cdc, Logger: log.With("component", "storage")})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if c.oracle, err = revision.New(revision.Config{KV: c.etcdClient, Logger: log.With("component", "revision")}); err != nil {
-		return nil, err
+		return err
 	}
 	if c.cache, err = client.New(client.Config{Addr: c.node.Addr()}); err != nil {
-		return nil, err
+		return err
+	}
+	ips, err := ipalloc.New(ipalloc.Config{Client: c.etcdClient, CIDR: cfg.ServiceCIDR, Logger: log.With("component", "ipalloc")})
+	if err != nil {
+		return err
 	}
 	if c.gw, err = gateway.New(gateway.Config{
 		Listen: cfg.Listen, TLS: tlsCfg,
-		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, Cache: c.cache, NATS: c.gwConn,
+		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, Cache: c.cache, NATS: c.gwConn, ServiceIPs: ips,
 		ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
 		Build:            cfg.Build,
 		BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 		Logger: log.With("component", "gateway"), Metrics: c.Registry, Gatherer: c.Registry,
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	gwDone := make(chan error, 1)
 	go func() { gwDone <- c.gw.Run(runCtx) }()
 	select {
 	case <-c.gw.Ready():
 	case err := <-gwDone:
-		return nil, fmt.Errorf("cannot start gateway: %w", err)
+		return fmt.Errorf("cannot start gateway: %w", err)
 	}
 	c.running = true
 	go func() {
@@ -201,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		close(c.done)
 	}()
 	log.Info("kgate dev ready", "addr", c.gw.Addr(), "kubeconfig", c.Bundle.KubeconfigFile)
-	return c, nil
+	return nil
 }
 
 func waitReady(ctx context.Context, ready func() bool, done <-chan error) error {
@@ -239,6 +256,8 @@ func (c *Cluster) Close() error {
 	}
 	if c.running {
 		<-c.done
+	} else if c.nodeDone != nil {
+		<-c.nodeDone // start failed after the node began running
 	}
 	if c.cache != nil {
 		c.cache.Close()

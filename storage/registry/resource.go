@@ -28,6 +28,11 @@ type Resource struct {
 	// create, delete, deletecollection, get, list, patch, update, watch.
 	Verbs []string
 
+	// Generation: objects track metadata.generation, as kube-apiserver's
+	// strategy for the resource does: 1 on create, one more whenever
+	// anything outside metadata and status changes.
+	Generation bool
+
 	// Prefix is the etcd key prefix, without trailing slash, identical to
 	// kube-apiserver's: "/registry/minions" for nodes.
 	Prefix string

@@ -112,7 +112,7 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 	r.advance(rev)
 	r.cfg.Sink.Seen(r.rng.ID, rev)
 	r.updateGauges(st)
-	r.log.Info("listed range", "revision", rev, "objects", len(entries), "took", time.Since(start))
+	r.log.Debug("listed range", "revision", rev, "objects", len(entries), "took", time.Since(start))
 	return rev, nil
 }
 

@@ -54,7 +54,9 @@ type Config struct {
 	Hub          *watchhub.Hub
 	Codec        *negotiate.Codec
 	StorageCodec *codec.Codec
-	Logger       *slog.Logger
+	// ServiceIPs allocates Service cluster IPs; nil allocates none.
+	ServiceIPs serviceIPs
+	Logger     *slog.Logger
 	// RequestTimeout bounds non-watch requests. Default 60s.
 	RequestTimeout time.Duration
 	// MinWatchTimeout: a watch without timeoutSeconds lasts a random time
@@ -109,10 +111,13 @@ func New(base context.Context, cfg Config) (*Handler, error) {
 
 // request is one parsed resource request.
 type request struct {
-	rc    *fasthttp.RequestCtx
+	rc    *fasthttp.RequestCtx // nil once a watch hijacked the connection
 	info  *requestinfo.Info
 	res   *registry.Resource
 	media negotiate.Media
+	// includeObject is the Table option, read up front: watches use it
+	// after the request context is gone.
+	includeObject string
 }
 
 // Serve handles a resource request for res.
@@ -120,7 +125,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *re
 	if err := checkSubresource(info, res); err != nil {
 		return err
 	}
-	r := &request{rc: rc, info: info, res: res}
+	r := &request{rc: rc, info: info, res: res, includeObject: string(rc.QueryArgs().Peek("includeObject"))}
 	if info.Verb == "watch" {
 		return h.watch(r)
 	}
@@ -182,6 +187,25 @@ func checkSubresource(info *requestinfo.Info, res *registry.Resource) error {
 		}
 	}
 	return apierror.MethodNotSupported(gr, info.Verb)
+}
+
+// objectError carries the name of the object a request was about when the
+// URL does not name it (a create), so its Status can.
+type objectError struct {
+	name string
+	err  error
+}
+
+func (e *objectError) Error() string { return e.err.Error() }
+func (e *objectError) Unwrap() error { return e.err }
+
+// ObjectName returns the object name attached to err by a handler.
+func ObjectName(err error) (string, bool) {
+	var oe *objectError
+	if errors.As(err, &oe) {
+		return oe.name, true
+	}
+	return "", false
 }
 
 // ErrNotFoundPath is returned for a URL that names nothing served.

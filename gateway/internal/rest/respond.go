@@ -130,8 +130,7 @@ func partial(r *request, om *metav1.ObjectMeta, version string) *metav1.PartialO
 }
 
 func (h *Handler) table(r *request, objs []runtime.Object) (*metav1.Table, error) {
-	include := string(r.rc.QueryArgs().Peek("includeObject"))
-	t, err := table.Convert(objs, r.res, include, h.cfg.Now())
+	t, err := table.Convert(objs, r.res, r.includeObject, h.cfg.Now())
 	if err != nil {
 		return nil, apierror.BadRequest(err.Error())
 	}

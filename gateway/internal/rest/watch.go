@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime/debug"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +123,14 @@ func (h *Handler) watchTimeout(seconds int64) time.Duration {
 
 // streamWatch runs on the hijacked connection until the watch ends.
 func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
+	defer func() {
+		// fasthttp does not recover hijack handlers: a bug here must end
+		// this watch, not the gateway.
+		if v := recover(); v != nil {
+			h.cfg.Logger.Error("panic in watch", "resource", p.resource, "panic", v, "stack", string(debug.Stack()))
+			conn.Close()
+		}
+	}()
 	s, err := stream.Start(conn, h.cfg.WatchWriteTimeout, stream.Header{Name: "Content-Type", Value: p.r.media.ContentType()})
 	if err != nil {
 		conn.Close()

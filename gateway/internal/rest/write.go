@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/defaults"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/patch"
 	"github.com/kgate/kgate/gateway/internal/strategy"
@@ -101,6 +102,7 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 		return err
 	}
 	strategy.Normalize(obj)
+	defaults.Apply(obj)
 	m, err := objectMeta(obj)
 	if err != nil {
 		return err
@@ -109,19 +111,26 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 		return err
 	}
 	strategy.PrepareForCreate(r.res, obj)
+	defaults.Apply(obj)
 	if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
 		return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
 	}
 	if dry {
 		return h.writeObject(r, 201, obj)
 	}
+	release, err := h.allocate(ctx, obj)
+	if err != nil {
+		return &objectError{name: m.Name, err: err}
+	}
 	stored, err := h.toStored(r.res, obj)
 	if err != nil {
+		release()
 		return err
 	}
 	out, err := h.cfg.Store.Create(ctx, r.res, stored)
 	if err != nil {
-		return err
+		release()
+		return &objectError{name: m.Name, err: err}
 	}
 	return h.writeObject(r, 201, out)
 }
@@ -149,6 +158,8 @@ func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.O
 	default:
 		strategy.PrepareForUpdate(r.res, next, cur)
 	}
+	defaults.Apply(next)
+	keepAllocations(next, cur)
 	if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
 		m, _ := objectMeta(next)
 		return nil, apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
@@ -385,6 +396,9 @@ func (h *Handler) delete(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	if deleted {
+		h.releaseAllocations(obj)
+	}
 	if !deleted {
 		// Deletion is pending (finalizers, a grace period): 202 with the
 		// object, as kube-apiserver answers.
@@ -423,12 +437,15 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 				deletedObjs = append(deletedObjs, obj)
 				continue
 			}
-			out, _, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, sopts)
+			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, sopts)
 			if errors.Is(err, storage.ErrNotFound) {
 				continue
 			}
 			if err != nil {
 				return err
+			}
+			if deleted {
+				h.releaseAllocations(out)
 			}
 			deletedObjs = append(deletedObjs, out)
 		}
