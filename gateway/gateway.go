@@ -74,6 +74,10 @@ type Config struct {
 	Build string
 	// MaxRequestBodyBytes: larger bodies get 413. Default 3 MiB.
 	MaxRequestBodyBytes int
+	// ConsistentReadFallback is what a consistent read does when the cache
+	// cannot reach etcd's revision in time: "reject" (429 with
+	// Retry-After, the default) or "etcd" (read etcd instead).
+	ConsistentReadFallback string
 	// MinWatchTimeout, BookmarkInterval: see rest.Config.
 	MinWatchTimeout  time.Duration
 	BookmarkInterval time.Duration
@@ -175,6 +179,7 @@ func New(cfg Config) (*Gateway, error) {
 		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: cfg.Cache,
 		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
 		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
+		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 	})
 	if err != nil {
 		g.hub.Close()

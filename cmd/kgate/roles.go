@@ -102,6 +102,7 @@ func runGateway(ctx context.Context, args []string) error {
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
 	cacheAddr := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache node's read API")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
+	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -143,7 +144,8 @@ func runGateway(ctx context.Context, args []string) error {
 		},
 		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, Cache: cache, NATS: b.nats, ServiceIPs: ips,
 		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
-		Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
+		ConsistentReadFallback: *fallback,
+		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
 	})
 	if err != nil {
 		return err

@@ -186,6 +186,19 @@ func Unauthorized(message string) *apierrors.StatusError {
 
 // TooManyRequests is the 429 of a rejected request; the client should
 // retry after retryAfterSeconds.
+// ExpiredContinue is kube-apiserver's 410 for a continue token whose
+// snapshot is gone. With a fresh token (one that continues from the same
+// key at the latest revision) the Status carries it in
+// metadata.continue, and the message says the list will be inconsistent.
+func ExpiredContinue(freshToken string) *apierrors.StatusError {
+	if freshToken == "" {
+		return apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+	}
+	se := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+	se.ErrStatus.ListMeta.Continue = freshToken
+	return se
+}
+
 func TooManyRequests(message string, retryAfterSeconds int) *apierrors.StatusError {
 	return apierrors.NewTooManyRequests(message, retryAfterSeconds)
 }

@@ -7,6 +7,7 @@ package rest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -56,7 +57,11 @@ type Config struct {
 	StorageCodec *codec.Codec
 	// ServiceIPs allocates Service cluster IPs; nil allocates none.
 	ServiceIPs serviceIPs
-	Logger     *slog.Logger
+	// ConsistentReadFallback says what a consistent read does when the
+	// cache node cannot reach etcd's revision in time: FallbackReject
+	// (default: 429 with Retry-After) or FallbackEtcd.
+	ConsistentReadFallback Fallback
+	Logger                 *slog.Logger
 	// RequestTimeout bounds non-watch requests. Default 60s.
 	RequestTimeout time.Duration
 	// MinWatchTimeout: a watch without timeoutSeconds lasts a random time
@@ -75,6 +80,15 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Fallback is what a consistent read does when the cache lags.
+type Fallback string
+
+// Fallbacks.
+const (
+	FallbackReject Fallback = "reject"
+	FallbackEtcd   Fallback = "etcd"
+)
+
 // Handler serves resource requests.
 type Handler struct {
 	cfg  Config
@@ -87,6 +101,13 @@ func New(base context.Context, cfg Config) (*Handler, error) {
 	if cfg.Registry == nil || cfg.Ranges == nil || cfg.Store == nil || cfg.Cache == nil ||
 		cfg.Revisions == nil || cfg.Hub == nil || cfg.Codec == nil || cfg.StorageCodec == nil || cfg.Logger == nil {
 		return nil, errors.New("cannot make REST handler: every dependency is required")
+	}
+	switch cfg.ConsistentReadFallback {
+	case "":
+		cfg.ConsistentReadFallback = FallbackReject
+	case FallbackReject, FallbackEtcd:
+	default:
+		return nil, fmt.Errorf("cannot make REST handler: unknown consistent read fallback %q", cfg.ConsistentReadFallback)
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 60 * time.Second

@@ -156,6 +156,10 @@ func invalidList(field, value, detail string) error {
 	return apierror.Invalid(metav1.SchemeGroupVersion.WithKind("ListOptions").GroupKind(), "", fieldErrors(field, value, detail))
 }
 
+// latestContinue is the resource version of a token that continues at the
+// latest revision (an inconsistent continuation), as kube-apiserver's.
+const latestContinue = -1
+
 // continueToken is kube-apiserver's continue token: base64 of
 // {"v":"meta.k8s.io/v1","rv":N,"start":"<key after the resource prefix>"}.
 type continueToken struct {
@@ -169,12 +173,19 @@ type continueToken struct {
 // and the start is just after lastKey.
 func encodeContinue(res *registry.Resource, lastKey string, rev int64) (string, error) {
 	rel := strings.TrimPrefix(lastKey, res.Prefix+"/")
-	b, err := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: rel + "\x00"})
+	return encodeToken(rel+"\x00", rev)
+}
+
+func encodeToken(start string, rev int64) (string, error) {
+	b, err := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", ResourceVersion: rev, StartKey: start})
 	if err != nil {
 		return "", fmt.Errorf("cannot encode continue token: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
+
+// fresh is the token that continues t at the latest revision.
+func (t *continueToken) fresh() (string, error) { return encodeToken(t.StartKey, latestContinue) }
 
 func decodeContinue(s string, res *registry.Resource) (*continueToken, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(s)
@@ -188,7 +199,9 @@ func decodeContinue(s string, res *registry.Resource) (*continueToken, error) {
 	if t.APIVersion != "meta.k8s.io/v1" {
 		return nil, fmt.Errorf("unknown version %q", t.APIVersion)
 	}
-	if t.ResourceVersion <= 0 {
+	// -1 continues at the latest revision: the token an expired
+	// continue's 410 hands out.
+	if t.ResourceVersion <= 0 && t.ResourceVersion != latestContinue {
 		return nil, fmt.Errorf("bad resource version %d", t.ResourceVersion)
 	}
 	if t.StartKey == "" || strings.HasPrefix(t.StartKey, "/") || strings.Contains(t.StartKey, "..") {

@@ -87,13 +87,13 @@ func (h *Handler) get(ctx context.Context, r *request) error {
 	format := cacheFormat(r.media)
 	obj, err := h.cfg.Cache.Get(ctx, rng.ID, key, read, format)
 	if errors.Is(err, storage.ErrRevisionTooLarge) && rvParam == "" {
-		// The cache could not catch up in time: serve the consistent read
-		// from etcd.
-		o, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
-		if err != nil {
-			return err
-		}
-		return h.writeObject(r, 200, o)
+		return h.consistentFallback(func() error {
+			o, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+			if err != nil {
+				return err
+			}
+			return h.writeObject(r, 200, o)
+		})
 	}
 	if err != nil {
 		return err
@@ -169,11 +169,20 @@ func (h *Handler) list(ctx context.Context, r *request) error {
 	}
 	var read client.Read
 	afterKey := ""
-	if o.cont != nil {
+	switch {
+	case o.cont != nil && o.cont.ResourceVersion == latestContinue:
+		// An expired list continues, inconsistently, at the latest state.
+		if read, err = h.readFor(ctx, "", 0, ""); err != nil {
+			return err
+		}
+		afterKey = o.cont.afterKey(r.res)
+	case o.cont != nil:
 		read = client.Read{ResourceVersion: o.cont.ResourceVersion, Match: string(metav1.ResourceVersionMatchExact)}
 		afterKey = o.cont.afterKey(r.res)
-	} else if read, err = h.readFor(ctx, o.resourceVersion, o.rv, o.resourceVersionMatch); err != nil {
-		return err
+	default:
+		if read, err = h.readFor(ctx, o.resourceVersion, o.rv, o.resourceVersionMatch); err != nil {
+			return err
+		}
 	}
 	format := cacheFormat(r.media)
 	page, err := h.readList(ctx, r, o, read, afterKey, o.limit, format)
@@ -182,7 +191,7 @@ func (h *Handler) list(ctx context.Context, r *request) error {
 		// The cache no longer has that snapshot: read it from etcd.
 		return h.listFromEtcd(ctx, r, o)
 	case errors.Is(err, storage.ErrRevisionTooLarge) && o.resourceVersion == "" && o.cont == nil:
-		return h.listFromEtcd(ctx, r, o)
+		return h.consistentFallback(func() error { return h.listFromEtcd(ctx, r, o) })
 	case errors.Is(err, client.ErrBadRequest):
 		return apierror.BadRequest(err.Error())
 	case err != nil:
@@ -208,7 +217,9 @@ func (h *Handler) list(ctx context.Context, r *request) error {
 func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) error {
 	opts := storage.ListOptions{Limit: o.limit}
 	if o.cont != nil {
-		opts.Revision = o.cont.ResourceVersion
+		if o.cont.ResourceVersion != latestContinue {
+			opts.Revision = o.cont.ResourceVersion
+		}
 		opts.After = o.cont.afterKey(r.res)
 	} else if o.resourceVersionMatch == metav1.ResourceVersionMatchExact {
 		opts.Revision = o.rv
@@ -219,7 +230,11 @@ func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) 
 		var err error
 		res, err = h.cfg.Store.List(ctx, r.res, r.info.Namespace, opts)
 		if errors.Is(err, storage.ErrCompacted) && o.cont != nil {
-			return expiredContinue()
+			fresh, ferr := o.cont.fresh()
+			if ferr != nil {
+				return apierror.ExpiredContinue("")
+			}
+			return apierror.ExpiredContinue(fresh)
 		}
 		if err != nil {
 			return err
@@ -263,8 +278,14 @@ func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) 
 	return h.writeObjectList(r, served, res.Revision, cont, remaining)
 }
 
-func expiredContinue() error {
-	return fmt.Errorf("the provided continue parameter is too old to display a consistent list result: %w", storage.ErrCompacted)
+// consistentFallback answers a consistent read the cache could not serve
+// in time: from etcd, or (the default, to keep a lagging cache from
+// turning into a storm on etcd) 429 with Retry-After.
+func (h *Handler) consistentFallback(fromEtcd func() error) error {
+	if h.cfg.ConsistentReadFallback == FallbackEtcd {
+		return fromEtcd()
+	}
+	return apierror.TooManyRequests("the cache is catching up with etcd; try again shortly", 1)
 }
 
 // matches applies selectors to a typed stored object.
