@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/deploy/pki"
+	"github.com/kgate/kgate/storage/embedded"
+)
+
+// role is one `kgate gateway` or `kgate cachenode` process.
+type role struct {
+	name   string
+	cmd    *exec.Cmd
+	log    syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+func startRole(t *testing.T, name string, args ...string) *role {
+	t.Helper()
+	r := &role{name: name, cmd: exec.Command(kgateBin, args...), exited: make(chan struct{})}
+	r.cmd.Stdout, r.cmd.Stderr = &r.log, &r.log
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("cannot start kgate %s: %v", name, err)
+	}
+	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.exited:
+		default:
+			r.cmd.Process.Kill()
+			<-r.exited
+		}
+		if t.Failed() {
+			t.Logf("kgate %s log:\n%s", name, r.log.tail(200))
+		}
+	})
+	return r
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (r *role) stop(t *testing.T) {
+	t.Helper()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		if r.err != nil {
+			t.Errorf("kgate %s exited with %v", r.name, r.err)
+		}
+	case <-time.After(stopTimeout):
+		t.Errorf("kgate %s did not stop within %s of SIGTERM", r.name, stopTimeout)
+	}
+}
+
+// waitHTTP polls url until it answers 200 "ok".
+func waitHTTP(t *testing.T, client *http.Client, url string, r *role) {
+	t.Helper()
+	deadline := time.Now().Add(startTimeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-r.exited:
+			t.Fatalf("kgate %s exited before ready: %v", r.name, r.err)
+		default:
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.TrimSpace(string(body)) == "ok" {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not become ready within %s", url, startTimeout)
+}
+
+// TestSeparateRoles runs the production roles as separate processes, as a
+// Deployment and a StatefulSet would, against an etcd and a NATS server
+// of their own (run here in the test process), and drives them with
+// kubectl.
+func TestSeparateRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts kgate gateway and kgate cachenode; skipped under -short")
+	}
+	dir := t.TempDir()
+	ctx := context.Background()
+	etcd, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
+		UnsafeNoFsync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	nats, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nats.Close() })
+
+	gwAddr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAddr, _ := freeAddr()
+	metricsAddr, _ := freeAddr()
+	certs, err := pki.Ensure(pki.Config{Dir: filepath.Join(dir, "pki"), ServerURL: "https://" + gwAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := []string{"--etcd-servers", strings.Join(etcd.Endpoints(), ","), "--nats-url", nats.ClientURL()}
+	node := startRole(t, "cachenode", append([]string{"cachenode", "--listen", readAddr, "--metrics-address", metricsAddr}, backend...)...)
+	waitHTTP(t, http.DefaultClient, "http://"+metricsAddr+"/readyz", node)
+
+	host, port, _ := strings.Cut(gwAddr, ":")
+	gw := startRole(t, "gateway", append([]string{"gateway", "--cachenode", readAddr,
+		"--bind-address", host, "--secure-port", port,
+		"--tls-cert-file", certs.ServingCertFile, "--tls-private-key-file", certs.ServingKeyFile,
+		"--client-ca-file", certs.CAFile}, backend...)...)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	waitHTTP(t, insecure, "https://"+gwAddr+"/readyz", gw)
+
+	k := &kubectl{kubeconfig: certs.KubeconfigFile, cacheDir: filepath.Join(dir, "kubectl-cache")}
+	k.ok(t, "create", "namespace", "roles")
+	w := k.start(t, true, "get", "configmaps", "-n", "roles", "-w", "--output-watch-events", "-o", "json")
+	k.ok(t, "create", "configmap", "one", "-n", "roles", "--from-literal=k=v1")
+	k.ok(t, "patch", "configmap", "one", "-n", "roles", "--type=merge", "-p", `{"data":{"k":"v2"}}`)
+	for _, want := range []string{`"type":"ADDED"`, `"type":"MODIFIED"`} {
+		ev := w.next(t, 20*time.Second, want)
+		if !strings.Contains(ev, want) {
+			t.Fatalf("watch event %s, want %s", ev, want)
+		}
+	}
+	var cm corev1.ConfigMap
+	k.json(t, &cm, "get", "configmap", "one", "-n", "roles", "-o", "json")
+	if cm.Data["k"] != "v2" {
+		t.Fatalf("configmap data %v", cm.Data)
+	}
+	metrics, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	if !strings.Contains(string(body), "kgate_cachenode_") {
+		t.Errorf("cache node /metrics has no kgate_cachenode_ series:\n%.500s", body)
+	}
+	w.stop()
+	gw.stop(t)
+	node.stop(t)
+}
