@@ -85,29 +85,39 @@ func (h *Handler) newServed(r *request) (runtime.Object, error) {
 	return h.cfg.Registry.New(r.res)
 }
 
+// readObject reads the object of a create or update body: the dryRun
+// option, the decoded object of the served kind as kube-apiserver's
+// conversion leaves it, and its metadata agreeing with the URL.
+func (h *Handler) readObject(r *request, optionsKind string, needName bool) (runtime.Object, *metav1.ObjectMeta, bool, error) {
+	dry, err := dryRun(r)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	into, err := h.newServed(r)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	obj, err := h.decodeBody(r, optionsKind, r.res.GVK(), into)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	strategy.Normalize(obj)
+	m, err := objectMeta(obj)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := checkIdentity(r, m, needName); err != nil {
+		return nil, nil, false, err
+	}
+	return obj, m, dry, nil
+}
+
 func (h *Handler) create(ctx context.Context, r *request) error {
 	if r.info.Subresource == "binding" || r.res.Resource == "bindings" {
 		return h.bind(ctx, r)
 	}
-	dry, err := dryRun(r)
+	obj, m, dry, err := h.readObject(r, "CreateOptions", false)
 	if err != nil {
-		return err
-	}
-	into, err := h.newServed(r)
-	if err != nil {
-		return err
-	}
-	obj, err := h.decodeBody(r, "CreateOptions", r.res.GVK(), into)
-	if err != nil {
-		return err
-	}
-	strategy.Normalize(obj)
-	defaults.Apply(obj)
-	m, err := objectMeta(obj)
-	if err != nil {
-		return err
-	}
-	if err := checkIdentity(r, m, false); err != nil {
 		return err
 	}
 	strategy.PrepareForCreate(r.res, obj)
@@ -171,24 +181,8 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 	if r.info.Subresource == "scale" {
 		return h.updateScale(ctx, r)
 	}
-	dry, err := dryRun(r)
+	sent, m, dry, err := h.readObject(r, "UpdateOptions", true)
 	if err != nil {
-		return err
-	}
-	into, err := h.newServed(r)
-	if err != nil {
-		return err
-	}
-	sent, err := h.decodeBody(r, "UpdateOptions", r.res.GVK(), into)
-	if err != nil {
-		return err
-	}
-	strategy.Normalize(sent)
-	m, err := objectMeta(sent)
-	if err != nil {
-		return err
-	}
-	if err := checkIdentity(r, m, true); err != nil {
 		return err
 	}
 	var pre storage.Preconditions
