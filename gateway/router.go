@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"net"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -160,11 +161,49 @@ func (g *Gateway) writeStatus(rc *fasthttp.RequestCtx, st *metav1.Status) {
 	rc.SetBody(body)
 }
 
+// maxDrain bounds how much of an oversized body is read and thrown away so
+// its client can read the 413; past it the connection is just closed.
+const maxDrain = 64 << 20
+
+// drainIdle is how long draining waits for the next bytes of a body: a
+// client that sent only headers (or stalled) gets its answer after it.
+// Near the end of a body of known length the wait is short: what is left
+// may already sit in fasthttp's read buffer.
+const (
+	drainIdle = time.Second
+	drainTail = 50 * time.Millisecond
+	readBuf   = 4096 // fasthttp's default read buffer
+)
+
+// drain reads and discards an oversized body of length n (-1: unknown)
+// while its client keeps sending, up to maxDrain.
+func drain(conn net.Conn, n int) {
+	defer conn.SetReadDeadline(time.Time{})
+	buf := make([]byte, 32<<10)
+	for total := 0; total < maxDrain; {
+		idle := drainIdle
+		if n >= 0 && total >= n-readBuf {
+			idle = drainTail
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(idle))
+		k, err := conn.Read(buf)
+		total += k
+		if err != nil {
+			return
+		}
+	}
+}
+
 // readError answers requests fasthttp could not read: too large a body is
 // 413 as kube-apiserver answers it, anything else 400.
 func (g *Gateway) readError(rc *fasthttp.RequestCtx, err error) {
 	var st *metav1.Status
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		// fasthttp refused the body from its Content-Length without
+		// reading it. Closing on an unread body would reset the
+		// connection before the client reads the Status: drain it first.
+		drain(rc.Conn(), rc.Request.Header.ContentLength())
+		rc.SetConnectionClose()
 		st = &apierror.RequestEntityTooLarge(int64(g.cfg.MaxRequestBodyBytes)).ErrStatus
 	} else {
 		st = &apierror.BadRequest(fmt.Sprintf("cannot read request: %v", err)).ErrStatus

@@ -168,6 +168,9 @@ func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.O
 	default:
 		strategy.PrepareForUpdate(r.res, next, cur)
 	}
+	if err := fillSystemFields(next, cur); err != nil {
+		return nil, err
+	}
 	defaults.Apply(next)
 	keepAllocations(next, cur)
 	if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
@@ -281,6 +284,31 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		return err
 	}
 	return h.writeObject(r, 200, out)
+}
+
+// fillSystemFields does what kube-apiserver's BeforeUpdate does for a
+// client that sends an object without the fields the server set: the uid,
+// creation timestamp and, for an unconditional update, the resourceVersion
+// come from the stored object (what `kubectl replace -f` relies on).
+func fillSystemFields(next, cur runtime.Object) error {
+	nm, err := objectMeta(next)
+	if err != nil {
+		return err
+	}
+	cm, err := objectMeta(cur)
+	if err != nil {
+		return err
+	}
+	if nm.UID == "" {
+		nm.UID = cm.UID
+	}
+	if !cm.CreationTimestamp.IsZero() {
+		nm.CreationTimestamp = cm.CreationTimestamp
+	}
+	if nm.ResourceVersion == "" {
+		nm.ResourceVersion = cm.ResourceVersion
+	}
+	return nil
 }
 
 // patchError maps patch failures the way kube-apiserver does: a malformed
