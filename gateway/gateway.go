@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
@@ -28,6 +27,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
 	"github.com/kgate/kgate/gateway/internal/rest"
+	"github.com/kgate/kgate/gateway/internal/route"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
@@ -54,8 +54,10 @@ type Config struct {
 	Ranges    *ranges.Table
 	Store     *storage.Store
 	Revisions *revision.Oracle
-	Cache     *client.Client
 	NATS      *nats.Conn
+	// CacheNodes are the read API addresses of the cache nodes serving
+	// every range, best first (one node, or a fixed set).
+	CacheNodes []string
 	// ServiceIPs allocates Service cluster IPs; required.
 	ServiceIPs *ipalloc.Allocator
 
@@ -96,7 +98,7 @@ func (c *Config) validate() error {
 	switch {
 	case c.Listen == "" || c.TLS == nil:
 		return errors.New("cannot make gateway: Listen and TLS are required")
-	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || c.Cache == nil || c.NATS == nil || c.ServiceIPs == nil:
+	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || len(c.CacheNodes) == 0 || c.NATS == nil || c.ServiceIPs == nil:
 		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache, NATS and service IPs are required")
 	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
@@ -126,10 +128,12 @@ type Gateway struct {
 	openapi   *openapi.Documents
 	codec     *negotiate.Codec
 	hub       *watchhub.Hub
+	router    *route.Router
 	rest      *rest.Handler
 	metrics   *metrics
 	server    *fasthttp.Server
 
+	rangeIDs   []string        // every range, for readiness
 	base       context.Context // cancelled when shutdown starts: ends watches
 	cancelBase context.CancelFunc
 
@@ -144,6 +148,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, ready: make(chan struct{})}
+	for _, r := range cfg.Ranges.All() {
+		g.rangeIDs = append(g.rangeIDs, r.ID)
+	}
 	var err error
 	if g.authn, err = authn.New(authn.Config{
 		ClientCAFile: cfg.ClientCAFile, TokenAuthFile: cfg.TokenAuthFile, Anonymous: cfg.AnonymousAuth,
@@ -171,12 +178,19 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: cfg.Cache, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
+	routeMetrics, err := route.NewMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	if g.router, err = route.New(route.Config{Replicas: route.Static(cfg.CacheNodes), Metrics: routeMetrics}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: g.router, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.base, g.cancelBase = context.WithCancel(context.Background())
 	g.rest, err = rest.New(g.base, rest.Config{
-		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: cfg.Cache,
+		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: g.router,
 		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
 		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
@@ -254,6 +268,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) shutdown() {
 	g.cancelBase()
 	g.hub.Close()
+	g.router.Close()
 }
 
 type fasthttpLogger struct{ l *slog.Logger }

@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kgate/kgate/cachenode"
-	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
@@ -100,7 +99,7 @@ func runGateway(ctx context.Context, args []string) error {
 	clientCA := fs.String("client-ca-file", "", "CA bundle verifying client certificates")
 	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file")
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
-	cacheAddr := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache node's read API")
+	cacheAddrs := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache nodes' read API, comma-separated, best first")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	if err := fs.Parse(args); err != nil {
@@ -127,11 +126,6 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer oracle.Close()
-	cache, err := client.New(client.Config{Addr: *cacheAddr})
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
 	ips, err := ipalloc.New(ipalloc.Config{Client: b.etcd, CIDR: *serviceCIDR, Logger: b.log.With("component", "ipalloc")})
 	if err != nil {
 		return err
@@ -142,7 +136,7 @@ func runGateway(ctx context.Context, args []string) error {
 			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
-		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, Cache: cache, NATS: b.nats, ServiceIPs: ips,
+		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, CacheNodes: strings.Split(*cacheAddrs, ","), NATS: b.nats, ServiceIPs: ips,
 		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
 		ConsistentReadFallback: *fallback,
 		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kgate/kgate/cachenode"
-	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/pki"
@@ -75,7 +74,6 @@ type Cluster struct {
 	nodeConn   *nats.Conn
 	gwConn     *nats.Conn
 	node       *cachenode.Node
-	cache      *client.Client
 	oracle     *revision.Oracle
 	gw         *gateway.Gateway
 
@@ -183,16 +181,13 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if c.oracle, err = revision.New(revision.Config{KV: c.etcdClient, Logger: log.With("component", "revision")}); err != nil {
 		return err
 	}
-	if c.cache, err = client.New(client.Config{Addr: c.node.Addr()}); err != nil {
-		return err
-	}
 	ips, err := ipalloc.New(ipalloc.Config{Client: c.etcdClient, CIDR: cfg.ServiceCIDR, Logger: log.With("component", "ipalloc")})
 	if err != nil {
 		return err
 	}
 	if c.gw, err = gateway.New(gateway.Config{
 		Listen: cfg.Listen, TLS: tlsCfg,
-		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, Cache: c.cache, NATS: c.gwConn, ServiceIPs: ips,
+		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, CacheNodes: []string{c.node.Addr()}, NATS: c.gwConn, ServiceIPs: ips,
 		ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
 		Build:            cfg.Build,
 		BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
@@ -258,9 +253,6 @@ func (c *Cluster) Close() error {
 		<-c.done
 	} else if c.nodeDone != nil {
 		<-c.nodeDone // start failed after the node began running
-	}
-	if c.cache != nil {
-		c.cache.Close()
 	}
 	if c.oracle != nil {
 		c.oracle.Close()

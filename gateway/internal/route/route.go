@@ -1,0 +1,196 @@
+// Package route sends a gateway's reads to the cache nodes that serve each
+// range: the replicas a directory reports ready, best first, moving on to
+// the next replica when one is unavailable. Window reads (watch catch-up)
+// also move on when a replica's window does not reach back far enough,
+// since replicas that started at different times hold different windows.
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/storage"
+)
+
+// Replicas says which cache nodes serve a range, best first, by their read
+// addresses.
+type Replicas interface {
+	Replicas(rangeID string) []string
+}
+
+// Static is a fixed replica set for every range: one cache node (or a few)
+// without a directory.
+type Static []string
+
+// Replicas returns the static addresses.
+func (s Static) Replicas(string) []string { return s }
+
+// Router reads through the replicas of each range.
+type Router struct {
+	replicas Replicas
+	timeout  client.Config
+
+	mu      sync.Mutex // guards clients and closed
+	clients map[string]*client.Client
+	closed  bool
+
+	metrics *Metrics
+}
+
+// Config configures a Router.
+type Config struct {
+	Replicas Replicas
+	// Client configures the client of each cache node (Addr is ignored).
+	Client  client.Config
+	Metrics *Metrics // optional
+}
+
+// New returns a router.
+func New(cfg Config) (*Router, error) {
+	if cfg.Replicas == nil {
+		return nil, errors.New("cannot make router: Replicas is required")
+	}
+	return &Router{replicas: cfg.Replicas, timeout: cfg.Client, clients: map[string]*client.Client{}, metrics: cfg.Metrics}, nil
+}
+
+// ErrNoReplica is returned when no cache node serves a range.
+var ErrNoReplica = fmt.Errorf("route: no ready replica: %w", storage.ErrUnavailable)
+
+func (r *Router) client(addr string) (*client.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("route: closed: %w", storage.ErrUnavailable)
+	}
+	if c, ok := r.clients[addr]; ok {
+		return c, nil
+	}
+	cfg := r.timeout
+	cfg.Addr = addr
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.clients[addr] = c
+	return c, nil
+}
+
+// each calls f on the replicas of rangeID in order until f returns nil or
+// an error retry does not accept; it returns the last error.
+func (r *Router) each(ctx context.Context, rangeID string, retry func(error) bool, f func(*client.Client) error) error {
+	addrs := r.replicas.Replicas(rangeID)
+	if len(addrs) == 0 {
+		return fmt.Errorf("range %s: %w", rangeID, ErrNoReplica)
+	}
+	var err error
+	for i, addr := range addrs {
+		if i > 0 {
+			if ctx.Err() != nil {
+				break
+			}
+			if r.metrics != nil {
+				r.metrics.retries.Inc()
+			}
+		}
+		c, cerr := r.client(addr)
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		if err = f(c); err == nil || !retry(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func unavailable(err error) bool { return errors.Is(err, storage.ErrUnavailable) }
+
+func unavailableOrCompacted(err error) bool {
+	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrCompacted)
+}
+
+// Get reads one object.
+func (r *Router) Get(ctx context.Context, rangeID, key string, rd client.Read, f client.Format) (client.Object, error) {
+	var out client.Object
+	err := r.each(ctx, rangeID, unavailable, func(c *client.Client) error {
+		var err error
+		out, err = c.Get(ctx, rangeID, key, rd, f)
+		return err
+	})
+	return out, err
+}
+
+// List reads one page of a list.
+func (r *Router) List(ctx context.Context, rangeID string, o client.ListOptions) (*client.List, error) {
+	var out *client.List
+	err := r.each(ctx, rangeID, unavailable, func(c *client.Client) error {
+		var err error
+		out, err = c.List(ctx, rangeID, o)
+		return err
+	})
+	return out, err
+}
+
+// Events reads a range's window after since. A replica whose window does
+// not reach back to since is passed over for one that does: only when
+// none has it is the answer storage.ErrCompacted.
+func (r *Router) Events(ctx context.Context, rangeID string, since int64) ([]event.Event, int64, error) {
+	var (
+		evs  []event.Event
+		seen int64
+	)
+	compacted := false
+	err := r.each(ctx, rangeID, unavailableOrCompacted, func(c *client.Client) error {
+		var err error
+		evs, seen, err = c.Events(ctx, rangeID, since)
+		if errors.Is(err, storage.ErrCompacted) {
+			compacted = true
+		}
+		return err
+	})
+	if err != nil && compacted && errors.Is(err, storage.ErrUnavailable) {
+		// One replica had lost the revision, the others were down: the
+		// revision is gone as far as anyone can tell now.
+		return nil, 0, fmt.Errorf("range %s: no replica holds revision %d: %w", rangeID, since, storage.ErrCompacted)
+	}
+	return evs, seen, err
+}
+
+// Ready reports whether every range has a replica, as far as the
+// directory knows; with static replicas it asks them.
+func (r *Router) Ready(ctx context.Context, rangeIDs []string) error {
+	for _, id := range rangeIDs {
+		if len(r.replicas.Replicas(id)) == 0 {
+			return fmt.Errorf("range %s: %w", id, ErrNoReplica)
+		}
+	}
+	if s, ok := r.replicas.(Static); ok {
+		for _, addr := range s {
+			c, err := r.client(addr)
+			if err != nil {
+				return err
+			}
+			if err := c.Ready(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the clients.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	for _, c := range r.clients {
+		c.Close()
+	}
+	clear(r.clients)
+	return nil
+}

@@ -1,0 +1,133 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/storagetest"
+)
+
+type env struct {
+	etcd  *clientv3.Client
+	nc    *nats.Conn
+	reg   *registry.Registry
+	codec *codec.Codec
+	table *ranges.Table
+}
+
+func (e *env) node(t *testing.T) *cachenode.Node {
+	t.Helper()
+	n, err := cachenode.New(cachenode.Config{Etcd: e.etcd, NATS: e.nc, Registry: e.reg, Codec: e.codec, Ranges: e.table, Logger: storagetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for !n.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("cache node not ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
+}
+
+func (e *env) put(t *testing.T, name string) int64 {
+	t.Helper()
+	resp, err := e.etcd.Put(context.Background(), "/registry/configmaps/ns/"+name,
+		fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":"ns"}}`, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+func TestRouterMovesOn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and NATS")
+	}
+	e := &env{etcd: storagetest.StartEtcd(t)}
+	srv, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if e.nc, err = nats.Connect(srv.ClientURL()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.nc.Close)
+	if e.reg, err = registry.NewBuiltin(); err != nil {
+		t.Fatal(err)
+	}
+	e.codec = codec.New(e.reg.Scheme())
+	if e.table, err = ranges.Default(e.reg); err != nil {
+		t.Fatal(err)
+	}
+	early := e.node(t) // its window holds every write below
+	first := e.put(t, "a")
+	e.put(t, "b")
+	late := e.node(t) // lists after the writes: its window starts later
+
+	// An address nobody listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+
+	r, err := New(Config{Replicas: Static{dead, late.Addr(), early.Addr()}, Client: client.Config{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	obj, err := r.Get(ctx, "configmaps", "/registry/configmaps/ns/a", client.Read{}, client.JSON)
+	if err != nil || obj.Revision != first {
+		t.Fatalf("Get past a dead replica = %d, %v; want revision %d", obj.Revision, err, first)
+	}
+	l2, err := r.List(ctx, "configmaps", client.ListOptions{Prefix: "/registry/configmaps/ns/"})
+	if err != nil || len(l2.Items) != 2 {
+		t.Fatalf("List = %v, %v", l2, err)
+	}
+	// The late node's window starts after the writes: the router must
+	// find them on the early node.
+	evs, _, err := r.Events(ctx, "configmaps", first-1)
+	if err != nil || len(evs) != 2 || evs[0].Revision != first {
+		t.Fatalf("Events from %d = %d events, %v", first-1, len(evs), err)
+	}
+	// No replica at all.
+	none, err := New(Config{Replicas: Static{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Get(ctx, "configmaps", "/registry/configmaps/ns/a", client.Read{}, client.JSON); !errors.Is(err, ErrNoReplica) || !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Get without replicas = %v", err)
+	}
+	// Only replicas whose windows are too short: compacted.
+	short, err := New(Config{Replicas: Static{dead, late.Addr()}, Client: client.Config{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if _, _, err := short.Events(ctx, "configmaps", first-1); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("Events when no replica reaches back = %v, want ErrCompacted", err)
+	}
+}
