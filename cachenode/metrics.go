@@ -14,35 +14,48 @@ import (
 //	  seen_revision, seen_lag_revisions (all by range)
 //	publisher: published_total{range,kind}, publish_errors_total{range}
 //	read API:  requests_total{verb,code}, request_duration_seconds{verb}
-//	node:      ranges, ranges_ready
+//	node:      ranges, ranges_ready, ranges_primary, range_owner_changes_total
 type metrics struct {
 	reflector *reflector.Metrics
 	publisher *publisher.Metrics
 	readapi   *readapi.Metrics
+	// ownerChanges counts ranges started or stopped here.
+	ownerChanges prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
-	if reg != nil {
-		reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "kgate_cachenode_ranges", Help: "Ranges this node reflects.",
-			}, func() float64 { return float64(len(n.reflectors)) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "kgate_cachenode_ranges_ready", Help: "Ranges listed and followed.",
-			}, func() float64 {
-				ready := 0
-				for _, r := range n.reflectors {
-					if r.Ready() {
-						ready++
-					}
-				}
-				return float64(ready)
-			}),
-		)
-	}
-	return &metrics{
+	m := &metrics{
 		reflector: reflector.NewMetrics(reg),
 		publisher: publisher.NewMetrics(reg),
 		readapi:   readapi.NewMetrics(reg),
+		ownerChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgate_cachenode_range_owner_changes_total", Help: "Ranges this node started or stopped reflecting.",
+		}),
 	}
+	if reg != nil {
+		count := func(pred func(RangeStatus) bool) func() float64 {
+			return func() float64 {
+				k := 0
+				for _, s := range n.Status() {
+					if pred(s) {
+						k++
+					}
+				}
+				return float64(k)
+			}
+		}
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_ranges", Help: "Ranges this node reflects.",
+			}, count(func(RangeStatus) bool { return true })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_ranges_ready", Help: "Ranges listed and followed.",
+			}, count(func(s RangeStatus) bool { return s.Ready })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_ranges_primary", Help: "Ranges this node publishes.",
+			}, count(func(s RangeStatus) bool { return s.Primary })),
+			m.ownerChanges,
+		)
+	}
+	return m
 }

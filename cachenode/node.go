@@ -11,9 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/cachenode/internal/publisher"
 	"github.com/kgate/kgate/cachenode/internal/readapi"
 	"github.com/kgate/kgate/cachenode/internal/reflector"
@@ -40,7 +45,7 @@ type Config struct {
 	NATS     *nats.Conn         // required
 	Registry *registry.Registry // required
 	Codec    *codec.Codec       // required
-	Ranges   *ranges.Table      // required: the ranges this node reflects
+	Ranges   *ranges.Table      // required: the ranges a node may reflect
 	// Listen is the read API's address; default "127.0.0.1:0" (a free
 	// port, see Addr).
 	Listen string
@@ -59,20 +64,62 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics registers the node's metrics; nil registers none.
 	Metrics prometheus.Registerer
+	// Placement chooses the ranges to reflect and publish; nil reflects
+	// and publishes every range of Ranges (a lone node).
+	Placement Placement
+	// PublishFilter is for fault-injection tests only: returning false
+	// for an event (or a progress message) drops its NATS message, as a
+	// lost message; the event stays in the window. Nil publishes all.
+	PublishFilter func(*event.Event) bool
 }
+
+// Placement decides which ranges of the table a node reflects, and for
+// which of them it is the primary, the one replica that publishes events.
+// It is consulted whenever Changes fires and once a second.
+type Placement interface {
+	// Wants reports whether the node should reflect rangeID; ready says
+	// whether it already serves the range (a node keeps a range it no
+	// longer owns until the new owners are ready).
+	Wants(rangeID string, ready bool) bool
+	// Primary reports whether the node publishes rangeID.
+	Primary(rangeID string) bool
+	// Changes fires when membership or readiness changed.
+	Changes() <-chan struct{}
+}
+
+// everything is the placement of a lone node: every range, always primary.
+type everything struct{}
+
+func (everything) Wants(string, bool) bool  { return true }
+func (everything) Primary(string) bool      { return true }
+func (everything) Changes() <-chan struct{} { return nil }
 
 // Node is a cache node.
 type Node struct {
-	cfg        Config
-	log        *slog.Logger
-	reflectors []*reflector.Reflector
-	pub        *publisher.Publisher
-	api        *readapi.Server
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+	pub *publisher.Publisher
+	api *readapi.Server
 
-	mu      sync.Mutex // guards state and stop
+	// served is the read API's view of the ranges with a reflector,
+	// replaced whole on every change.
+	served atomic.Pointer[readapi.Map]
+
+	mu      sync.Mutex // guards state, stop and running
 	state   int        // idle, running, closed
 	stop    context.CancelFunc
-	stopped chan struct{} // closed when Run returns
+	running map[string]*served // ranges with a reflector, by id
+	stopped chan struct{}      // closed when Run returns
+}
+
+// served is one range's running reflector.
+type served struct {
+	r       *reflector.Reflector
+	primary bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started time.Time
 }
 
 const (
@@ -98,35 +145,23 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{})}
-	m := newMetrics(cfg.Metrics, n)
+	if cfg.Placement == nil {
+		cfg.Placement = everything{}
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{}), running: map[string]*served{}}
+	n.m = newMetrics(cfg.Metrics, n)
+	n.served.Store(&readapi.Map{})
 
 	var err error
 	n.pub, err = publisher.New(publisher.Config{
-		NATS: cfg.NATS, Interval: cfg.ProgressInterval, Logger: cfg.Logger, Metrics: m.publisher,
+		NATS: cfg.NATS, Interval: cfg.ProgressInterval, Logger: cfg.Logger, Metrics: n.m.publisher,
+		Filter: cfg.PublishFilter,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
 	}
-	served := map[string]readapi.Range{}
-	for _, rng := range cfg.Ranges.All() {
-		r, err := reflector.New(reflector.Config{
-			Etcd: cfg.Etcd, Range: rng, Registry: cfg.Registry, Codec: cfg.Codec,
-			Window:           window.Config{MaxEvents: cfg.Window.MaxEvents, MaxBytes: cfg.Window.MaxBytes, MaxAge: cfg.Window.MaxAge},
-			ProgressInterval: cfg.ProgressInterval,
-			EagerProtobuf:    cfg.EagerProtobuf,
-			Sink:             n.pub,
-			Logger:           cfg.Logger,
-			Metrics:          m.reflector,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("cannot make cache node: %w", err)
-		}
-		n.reflectors = append(n.reflectors, r)
-		served[rng.ID] = r
-	}
 	n.api, err = readapi.New(readapi.Config{
-		Listen: cfg.Listen, Ranges: served, WaitTimeout: cfg.WaitTimeout, Logger: cfg.Logger, Metrics: m.readapi,
+		Listen: cfg.Listen, Ranges: liveRanges{n}, WaitTimeout: cfg.WaitTimeout, Logger: cfg.Logger, Metrics: n.m.readapi,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
@@ -134,21 +169,54 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// liveRanges is the read API's view of the node's ranges.
+type liveRanges struct{ n *Node }
+
+func (l liveRanges) Get(id string) (readapi.Range, bool) { return l.n.served.Load().Get(id) }
+func (l liveRanges) All() []readapi.Range                { return l.n.served.Load().All() }
+
 // Addr is the read API's listen address.
 func (n *Node) Addr() string { return n.api.Addr() }
 
-// Ready reports whether every range has been listed.
+// Ready reports whether the node has started and every range it reflects
+// has been listed.
 func (n *Node) Ready() bool {
-	for _, r := range n.reflectors {
-		if !r.Ready() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != running {
+		return false
+	}
+	for _, s := range n.running {
+		if !s.r.Ready() {
 			return false
 		}
 	}
 	return true
 }
 
-// Run runs the reflectors, the publisher and the read API until ctx is
-// done or Close is called, then stops them all and returns.
+// RangeStatus is what a node tells about one range it reflects.
+type RangeStatus struct {
+	ID      string
+	Ready   bool
+	Seen    int64
+	Primary bool
+}
+
+// Status lists the ranges the node reflects.
+func (n *Node) Status() []RangeStatus {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]RangeStatus, 0, len(n.running))
+	for id, s := range n.running {
+		out = append(out, RangeStatus{ID: id, Ready: s.r.Ready(), Seen: s.r.Seen(), Primary: s.primary})
+	}
+	slices.SortFunc(out, func(a, b RangeStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Run runs the publisher, the read API and the reflectors the placement
+// asks for until ctx is done or Close is called, then stops them all and
+// returns.
 func (n *Node) Run(ctx context.Context) error {
 	n.mu.Lock()
 	if n.state != idle {
@@ -163,34 +231,131 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancel()
 
 	start := time.Now()
-	n.log.Info("cache node starting", "addr", n.Addr(), "ranges", len(n.reflectors))
+	n.log.Info("cache node starting", "addr", n.Addr(), "ranges", len(n.cfg.Ranges.All()))
 	var (
 		wg    sync.WaitGroup
 		errMu sync.Mutex
 		first error
 	)
+	fail := func(err error) {
+		errMu.Lock()
+		if first == nil {
+			first = err
+		}
+		errMu.Unlock()
+		cancel()
+	}
 	run := func(name string, f func(context.Context) error) {
 		wg.Go(func() {
 			if err := f(ctx); err != nil {
 				n.log.Error("cache node part failed", "part", name, "err", err)
-				errMu.Lock()
-				if first == nil {
-					first = fmt.Errorf("cannot run %s: %w", name, err)
-				}
-				errMu.Unlock()
-				cancel()
+				fail(fmt.Errorf("cannot run %s: %w", name, err))
 			}
 		})
 	}
 	run("publisher", n.pub.Run)
-	for _, r := range n.reflectors {
-		run("reflector "+r.Range().ID, r.Run)
-	}
 	run("read API", n.api.Run)
-	<-ctx.Done()
+	n.place(ctx, fail)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-n.cfg.Placement.Changes():
+			n.place(ctx, fail)
+		case <-tick.C:
+			n.place(ctx, fail)
+		}
+	}
+	n.mu.Lock()
+	all := maps.Values(n.running)
+	n.mu.Unlock()
+	for s := range all {
+		s.cancel()
+		<-s.done
+	}
 	wg.Wait()
 	n.log.Info("cache node stopped", "ran", time.Since(start))
 	return first
+}
+
+// place starts the reflectors the placement wants, stops those it no
+// longer wants and tells the publisher which ranges it is primary for.
+func (n *Node) place(ctx context.Context, fail func(error)) {
+	if ctx.Err() != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	changed := false
+	for _, rng := range n.cfg.Ranges.All() {
+		s, has := n.running[rng.ID]
+		want := n.cfg.Placement.Wants(rng.ID, has && s.r.Ready())
+		switch {
+		case want && !has:
+			s, err := n.startRange(ctx, rng, fail)
+			if err != nil {
+				fail(err)
+				return
+			}
+			n.running[rng.ID] = s
+			changed = true
+		case !want && has:
+			n.log.Info("handing range over", "range", rng.ID, "served", time.Since(s.started))
+			s.cancel()
+			<-s.done
+			delete(n.running, rng.ID)
+			n.pub.SetPrimary(rng.ID, false)
+			n.m.ownerChanges.Inc()
+			changed = true
+		}
+		if s, ok := n.running[rng.ID]; ok {
+			primary := n.cfg.Placement.Primary(rng.ID)
+			if primary != s.primary {
+				s.primary = primary
+				n.pub.SetPrimary(rng.ID, primary)
+				n.log.Info("range primary changed", "range", rng.ID, "primary", primary)
+			}
+		}
+	}
+	if changed {
+		m := readapi.Map{}
+		for id, s := range n.running {
+			m[id] = s.r
+		}
+		n.served.Store(&m)
+	}
+}
+
+// startRange starts a reflector for rng; it publishes nothing until the
+// placement makes it primary.
+func (n *Node) startRange(ctx context.Context, rng *ranges.Range, fail func(error)) (*served, error) {
+	r, err := reflector.New(reflector.Config{
+		Etcd: n.cfg.Etcd, Range: rng, Registry: n.cfg.Registry, Codec: n.cfg.Codec,
+		Window:           window.Config{MaxEvents: n.cfg.Window.MaxEvents, MaxBytes: n.cfg.Window.MaxBytes, MaxAge: n.cfg.Window.MaxAge},
+		ProgressInterval: n.cfg.ProgressInterval,
+		EagerProtobuf:    n.cfg.EagerProtobuf,
+		Sink:             n.pub,
+		Logger:           n.cfg.Logger,
+		Metrics:          n.m.reflector,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reflect range %s: %w", rng.ID, err)
+	}
+	_, single := n.cfg.Placement.(everything)
+	n.pub.SetPrimary(rng.ID, single)
+	rctx, cancel := context.WithCancel(ctx)
+	s := &served{r: r, primary: single, cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	go func() {
+		defer close(s.done)
+		if err := r.Run(rctx); err != nil && rctx.Err() == nil {
+			n.log.Error("reflector failed", "range", rng.ID, "err", err)
+			fail(fmt.Errorf("cannot reflect range %s: %w", rng.ID, err))
+		}
+	}()
+	n.m.ownerChanges.Inc()
+	return s, nil
 }
 
 // Close stops a running node and waits for Run to return; on a node that

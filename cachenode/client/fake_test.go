@@ -100,7 +100,7 @@ func (f *fakeRange) Since(rev int64, dst []*window.Item, maxBytes int64) ([]*win
 // serve runs a read API over ranges and returns a client of it.
 func serve(t testing.TB, wait time.Duration, rs ...readapi.Range) *client.Client {
 	t.Helper()
-	m := map[string]readapi.Range{}
+	m := readapi.Map{}
 	for _, r := range rs {
 		m[r.Range().ID] = r
 	}

@@ -33,6 +33,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics; nil records nothing.
 	Metrics *Metrics
+	// Filter, for fault-injection tests only: when set and it returns
+	// false for a message (an event or a progress), the message is not
+	// sent, as if NATS lost it. Nil sends everything.
+	Filter func(*event.Event) bool
 }
 
 // Publisher publishes the events of all ranges of a node. Event, Seen and
@@ -56,6 +60,7 @@ type rangeState struct {
 	lastActivity time.Time  // last event or progress published
 	buf          []byte     // marshal buffer, reused
 	subjects     map[string]string
+	quiet        bool // another node is the range's primary: publish nothing
 	m            rangeMetrics
 	errLogged    time.Time // rate limit of publish error logs
 }
@@ -94,6 +99,21 @@ func (p *Publisher) rangeState(id string) *rangeState {
 	return rs
 }
 
+// SetPrimary says whether this node publishes rangeID's events and
+// progress: only the range's primary does; replicas keep their chain
+// state up to date so that, promoted, they continue it seamlessly.
+func (p *Publisher) SetPrimary(rangeID string, primary bool) {
+	rs := p.rangeState(rangeID)
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.quiet && primary {
+		// Promoted: announce where the range stands, even if a silent
+		// progress already covered it.
+		rs.lastProgress = 0
+	}
+	rs.quiet = !primary
+}
+
 // Event publishes ev on its subject. Failures are logged and counted: the
 // window still has the event, and subscribers repair the gap from it.
 func (p *Publisher) Event(ev *event.Event) {
@@ -121,6 +141,12 @@ func (p *Publisher) publish(rs *rangeState, subj string, ev *event.Event) error 
 	rs.buf = ev.AppendMarshal(rs.buf[:0])
 	if limit := p.cfg.NATS.MaxPayload(); limit > 0 && int64(len(rs.buf)) > limit {
 		return fmt.Errorf("cannot publish event %d of %s (%d bytes > %d): %w", ev.Revision, ev.Key, len(rs.buf), limit, ErrTooLarge)
+	}
+	if rs.quiet {
+		return nil // another replica publishes this range
+	}
+	if p.cfg.Filter != nil && !p.cfg.Filter(ev) {
+		return nil // lost on purpose: a fault-injection test
 	}
 	if err := p.cfg.NATS.Publish(subj, rs.buf); err != nil {
 		return fmt.Errorf("cannot publish event %d on %s: %w", ev.Revision, subj, err)

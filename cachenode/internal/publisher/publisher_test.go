@@ -178,3 +178,44 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A replica that is not the range's primary publishes nothing but keeps
+// its chain; promoted, it continues the chain and announces progress.
+func TestQuietReplicaPromoted(t *testing.T) {
+	nc := connect(t, 0)
+	c := &clock{t: time.Unix(0, 0)}
+	p, err := New(Config{NATS: nc, Interval: time.Second, Now: c.now, Metrics: NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := nc.SubscribeSync(event.RangeSubjects("pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := nc.SubscribeSync(event.ProgressSubject("pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Restart("pods", 10)
+	p.SetPrimary("pods", false)
+	p.Event(&event.Event{Type: event.Added, Range: "pods", Revision: 11, PrevRangeRevision: 10, Key: "/registry/pods/a/x", Namespace: "a", Name: "x", Object: []byte("{}")})
+	p.Seen("pods", 15)
+	c.add(2 * time.Second)
+	p.ProgressIdle()
+	noMessage(t, evs)
+	noMessage(t, prog)
+
+	p.SetPrimary("pods", true)
+	c.add(2 * time.Second)
+	p.ProgressIdle()
+	if got, _ := next(t, prog); got.Revision != 15 || got.PrevRangeRevision != 11 {
+		t.Fatalf("progress after promotion = %+v, want revision 15 after the event at 11", got)
+	}
+	p.Event(&event.Event{Type: event.Modified, Range: "pods", Revision: 16, PrevRangeRevision: 11, Key: "/registry/pods/a/x", Namespace: "a", Name: "x", Object: []byte("{}")})
+	if got, _ := next(t, evs); got.Revision != 16 {
+		t.Fatalf("event after promotion = %+v", got)
+	}
+}

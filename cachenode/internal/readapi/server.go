@@ -34,12 +34,33 @@ type Range interface {
 	Since(rev int64, dst []*window.Item, maxBytes int64) ([]*window.Item, int64, error)
 }
 
+// RangeSet is the set of ranges a node serves.
+type RangeSet interface {
+	Get(id string) (Range, bool)
+	All() []Range
+}
+
+// Map is a fixed RangeSet, by range id.
+type Map map[string]Range
+
+// Get returns the range named id.
+func (m Map) Get(id string) (Range, bool) { r, ok := m[id]; return r, ok }
+
+// All returns every range.
+func (m Map) All() []Range {
+	out := make([]Range, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	return out
+}
+
 // Config configures the API.
 type Config struct {
 	// Listen is the address to listen on ("127.0.0.1:0" picks a port).
 	Listen string
-	// Ranges served, by id.
-	Ranges map[string]Range
+	// Ranges served; the set may change while the API serves.
+	Ranges RangeSet
 	// WaitTimeout bounds how long a read waits for a revision before
 	// failing with storage.ErrRevisionTooLarge. Default 3s.
 	WaitTimeout time.Duration
@@ -180,9 +201,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) ready(ctx *fasthttp.RequestCtx) error {
-	for id, r := range s.cfg.Ranges {
+	for _, r := range s.cfg.Ranges.All() {
 		if !r.Ready() {
-			return fmt.Errorf("range %s not synced: %w", id, storage.ErrUnavailable)
+			return fmt.Errorf("range %s not synced: %w", r.Range().ID, storage.ErrUnavailable)
 		}
 	}
 	ctx.SetBodyString("ok")
@@ -195,7 +216,7 @@ func tmpString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(
 
 func (s *Server) rangeOf(args *fasthttp.Args) (Range, error) {
 	id := args.Peek(wire.ArgRange)
-	r, ok := s.cfg.Ranges[tmpString(id)]
+	r, ok := s.cfg.Ranges.Get(tmpString(id))
 	if !ok {
 		return nil, fmt.Errorf("range %q not served here: %w", id, storage.ErrUnavailable)
 	}
