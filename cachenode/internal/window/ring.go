@@ -100,7 +100,11 @@ func (r *Ring) Append(ev event.Event, prev *store.Entry) {
 	it.size = int64(len(ev.Object)+len(ev.PrevObject)+len(ev.Key)) + itemOverhead
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ev.Revision > r.seen {
+	// A revision is complete only with its last event: a reader between
+	// the events of one transaction must not be told it has them all.
+	if complete := ev.Revision - 1; !ev.Last() && complete > r.seen {
+		r.seen = complete
+	} else if ev.Last() && ev.Revision > r.seen {
 		r.seen = ev.Revision
 	}
 	if r.n == len(r.buf) {

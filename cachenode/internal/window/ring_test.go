@@ -161,3 +161,21 @@ func TestConfig(t *testing.T) {
 		t.Fatal("negative MaxEvents accepted")
 	}
 }
+
+// A reader between the events of one transaction is not told the revision
+// is complete.
+func TestSeenWaitsForTheWholeRevision(t *testing.T) {
+	r, err := New(Config{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Append(event.Event{Type: event.Added, Revision: 12, Index: 0, Count: 2, Key: "a"}, nil)
+	items, seen, err := r.Since(10, nil, 0)
+	if err != nil || len(items) != 1 || seen != 11 {
+		t.Fatalf("mid-transaction Since = %d items, seen %d, %v; want 1 item, seen 11", len(items), seen, err)
+	}
+	r.Append(event.Event{Type: event.Added, Revision: 12, Index: 1, Count: 2, Key: "b"}, nil)
+	if items, seen, err = r.Since(10, nil, 0); err != nil || len(items) != 2 || seen != 12 {
+		t.Fatalf("after the transaction Since = %d items, seen %d, %v; want 2 items, seen 12", len(items), seen, err)
+	}
+}

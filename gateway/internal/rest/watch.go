@@ -30,7 +30,7 @@ const initialEventsEnd = "k8s.io/initial-events-end"
 type watchPlan struct {
 	r        request // rc is nil after the hijack
 	opts     *listOptions
-	rangeID  string
+	rangeIDs []string // in key order; several are merged in revision order
 	filter   watchhub.Filter
 	initial  bool // send the current state as ADDED events first
 	endMark  bool // ...then a bookmark annotated initialEventsEnd
@@ -65,16 +65,18 @@ func (h *Handler) watch(r *request) error {
 	}
 	prefix := r.res.ListPrefix(r.info.Namespace)
 	rngs := h.cfg.Ranges.Intersecting(prefix)
-	if len(rngs) != 1 {
-		return fmt.Errorf("cannot watch %s: it spans %d ranges, a gateway merges one", prefix, len(rngs))
+	if len(rngs) == 0 {
+		return fmt.Errorf("cannot find a range for prefix %q", prefix)
 	}
 	p := &watchPlan{
 		r:        *r,
 		opts:     o,
-		rangeID:  rngs[0].ID,
 		filter:   watchhub.Filter{Namespace: r.info.Namespace, Labels: o.labels, Fields: o.fields},
 		format:   cacheFormat(m),
 		resource: r.res.Resource,
+	}
+	for _, rng := range rngs {
+		p.rangeIDs = append(p.rangeIDs, rng.ID)
 	}
 	p.r.rc = nil
 	p.r.info = copyInfo(r)
@@ -156,7 +158,7 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		}
 		since = rev
 	}
-	w, err := h.cfg.Hub.Watch(p.rangeID, since, p.filter)
+	w, err := h.cfg.Hub.WatchRanges(p.rangeIDs, since, p.filter)
 	if err != nil {
 		h.sendError(s, enc, err)
 		return

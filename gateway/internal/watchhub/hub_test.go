@@ -59,7 +59,9 @@ func (w *window) add(ev event.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.events = append(w.events, ev)
-	w.head = ev.Revision
+	if ev.Last() {
+		w.head = ev.Revision // complete only with its last event, as a cache node's window
+	}
 }
 
 // history makes n revisions on range r over namespaces a, b, c, some with

@@ -34,6 +34,10 @@ type Watcher struct {
 	detached bool
 	err      error
 
+	// reportProgress: Next also returns Bookmark deliveries when the
+	// watcher moves over a quiet stretch (a merge needs them).
+	reportProgress bool
+
 	// Owned by the consumer goroutine.
 	last        position
 	joinedAt    position // the feed's cursor when we attached: catch up to it
@@ -121,7 +125,7 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 				continue
 			}
 			w.last = d.at
-			if d.Type != Bookmark {
+			if d.Type != Bookmark || w.reportProgress {
 				return d, nil
 			}
 		}
@@ -137,7 +141,7 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 				continue
 			}
 			w.last = d.at
-			if d.Type != Bookmark {
+			if d.Type != Bookmark || w.reportProgress {
 				return d, nil
 			}
 		case <-w.signal:
