@@ -1,0 +1,77 @@
+package authz
+
+import (
+	"errors"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+)
+
+func TestNew(t *testing.T) {
+	getPods := func(u user.Info) Attributes {
+		return Attributes{User: u, IsResourceRequest: true, Verb: "get", Resource: "pods", Namespace: "a", Name: "p"}
+	}
+	root := usr("root", user.SystemPrivilegedGroup)
+	alice := usr("alice", user.AllAuthenticated)
+	empty := NewRBAC() // no roles or bindings at all
+	bound := NewRBAC()
+	bound.UpsertRole(role("a", "r", rule(list("get"), list(""), list("pods"))))
+	bound.UpsertRoleBinding(roleBinding("a", "rb", "Role", "r", userSubj("alice")))
+	dangling := NewRBAC()
+	dangling.UpsertRoleBinding(roleBinding("a", "rb", "Role", "gone", userSubj("alice")))
+
+	cases := []struct {
+		name       string
+		modes      []string
+		rbac       *RBAC
+		a          Attributes
+		want       Decision
+		wantReason string
+	}{
+		{"system:masters without any binding", nil, empty, getPods(root), Allow, ""},
+		{"system:masters even with AlwaysDeny", []string{ModeAlwaysDeny}, nil, getPods(root), Allow, ""},
+		{"default mode is RBAC", nil, empty, getPods(alice), NoOpinion, ""},
+		{"RBAC allows", []string{ModeRBAC}, bound, getPods(alice), Allow, `RBAC: allowed by RoleBinding "rb/a" of Role "r" to User "alice"`},
+		{"AlwaysAllow", []string{ModeAlwaysAllow}, nil, getPods(alice), Allow, ""},
+		{"RBAC then AlwaysAllow", []string{ModeRBAC, ModeAlwaysAllow}, empty, getPods(alice), Allow, ""},
+		{"AlwaysDeny has no opinion", []string{ModeAlwaysDeny}, nil, getPods(alice), NoOpinion, "Everything is forbidden."},
+		{"AlwaysDeny then AlwaysAllow", []string{ModeAlwaysDeny, ModeAlwaysAllow}, nil, getPods(alice), Allow, ""},
+		{"reasons are joined", []string{ModeRBAC, ModeAlwaysDeny}, dangling, getPods(alice), NoOpinion,
+			"RBAC: role.rbac.authorization.k8s.io \"gone\" not found\nEverything is forbidden."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := New(Config{Modes: c.modes}, c.rbac)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, reason := a.Authorize(c.a)
+			if got != c.want || reason != c.wantReason {
+				t.Errorf("got %v %q, want %v %q", got, reason, c.want, c.wantReason)
+			}
+		})
+	}
+
+	for _, bad := range [][]string{{"Webhook"}, {"Node", ModeRBAC}, {"ABAC"}, {"rbac"}} {
+		if _, err := New(Config{Modes: bad}, empty); !errors.Is(err, ErrUnsupportedMode) {
+			t.Errorf("modes %v: %v, want ErrUnsupportedMode", bad, err)
+		}
+	}
+	if _, err := New(Config{Modes: []string{ModeRBAC, ModeRBAC}}, empty); err == nil {
+		t.Error("a mode twice was accepted")
+	}
+	if _, err := New(Config{Modes: []string{ModeRBAC}}, nil); err == nil {
+		t.Error("mode RBAC without an RBAC authorizer was accepted")
+	}
+}
+
+func TestAttributesWithoutUser(t *testing.T) {
+	r, _ := load(fixture())
+	a, _ := New(Config{}, r)
+	if d, _ := a.Authorize(Attributes{IsResourceRequest: true, Verb: "get", Resource: "pods"}); d != NoOpinion {
+		t.Errorf("no user: %v", d)
+	}
+	if rules, err := r.RulesFor(nil, "a"); rules != nil || err != nil {
+		t.Errorf("RulesFor(nil): %v %v", rules, err)
+	}
+}
