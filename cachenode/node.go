@@ -81,8 +81,9 @@ type Placement interface {
 	// whether it already serves the range (a node keeps a range it no
 	// longer owns until the new owners are ready).
 	Wants(rangeID string, ready bool) bool
-	// Primary reports whether the node publishes rangeID.
-	Primary(rangeID string) bool
+	// Primary reports whether the node publishes rangeID; ready says
+	// whether the node serves it.
+	Primary(rangeID string, ready bool) bool
 	// Changes fires when membership or readiness changed.
 	Changes() <-chan struct{}
 }
@@ -90,9 +91,9 @@ type Placement interface {
 // everything is the placement of a lone node: every range, always primary.
 type everything struct{}
 
-func (everything) Wants(string, bool) bool  { return true }
-func (everything) Primary(string) bool      { return true }
-func (everything) Changes() <-chan struct{} { return nil }
+func (everything) Wants(string, bool) bool   { return true }
+func (everything) Primary(string, bool) bool { return true }
+func (everything) Changes() <-chan struct{}  { return nil }
 
 // Node is a cache node.
 type Node struct {
@@ -167,6 +168,19 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
 	}
 	return n, nil
+}
+
+// SetPlacement sets the placement before Run: a placement built on
+// membership needs the node's read address, known once New has opened its
+// listener.
+func (n *Node) SetPlacement(p Placement) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != idle {
+		return errors.New("cannot set placement: the node already runs")
+	}
+	n.cfg.Placement = p
+	return nil
 }
 
 // liveRanges is the read API's view of the node's ranges.
@@ -311,7 +325,7 @@ func (n *Node) place(ctx context.Context, fail func(error)) {
 			changed = true
 		}
 		if s, ok := n.running[rng.ID]; ok {
-			primary := n.cfg.Placement.Primary(rng.ID)
+			primary := n.cfg.Placement.Primary(rng.ID, s.r.Ready())
 			if primary != s.primary {
 				s.primary = primary
 				n.pub.SetPrimary(rng.ID, primary)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
@@ -56,8 +57,11 @@ type Config struct {
 	Revisions *revision.Oracle
 	NATS      *nats.Conn
 	// CacheNodes are the read API addresses of the cache nodes serving
-	// every range, best first (one node, or a fixed set).
+	// every range, best first (one node, or a fixed set). Ignored when
+	// Directory is set.
 	CacheNodes []string
+	// Directory tells which cache nodes serve each range (scale-out).
+	Directory *directory.Directory
 	// ServiceIPs allocates Service cluster IPs; required.
 	ServiceIPs *ipalloc.Allocator
 
@@ -98,7 +102,7 @@ func (c *Config) validate() error {
 	switch {
 	case c.Listen == "" || c.TLS == nil:
 		return errors.New("cannot make gateway: Listen and TLS are required")
-	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || len(c.CacheNodes) == 0 || c.NATS == nil || c.ServiceIPs == nil:
+	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || (len(c.CacheNodes) == 0 && c.Directory == nil) || c.NATS == nil || c.ServiceIPs == nil:
 		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache, NATS and service IPs are required")
 	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
@@ -182,7 +186,11 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if g.router, err = route.New(route.Config{Replicas: route.Static(cfg.CacheNodes), Metrics: routeMetrics}); err != nil {
+	var replicas route.Replicas = route.Static(cfg.CacheNodes)
+	if cfg.Directory != nil {
+		replicas = directoryReplicas{cfg.Directory}
+	}
+	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: g.router, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
@@ -224,6 +232,10 @@ func (g *Gateway) Addr() string {
 	}
 	return g.listener.Addr().String()
 }
+
+// Serving reports whether the gateway can serve reads: every range has a
+// cache node replica it knows ready.
+func (g *Gateway) Serving(ctx context.Context) error { return g.router.Ready(ctx, g.rangeIDs) }
 
 // Ready is closed once the gateway accepts connections.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
@@ -269,6 +281,19 @@ func (g *Gateway) shutdown() {
 	g.cancelBase()
 	g.hub.Close()
 	g.router.Close()
+}
+
+// directoryReplicas routes reads to the ready replicas the directory
+// knows, best first.
+type directoryReplicas struct{ d *directory.Directory }
+
+func (r directoryReplicas) Replicas(rangeID string) []string {
+	ready := r.d.Ready(rangeID)
+	out := make([]string, 0, len(ready))
+	for _, rep := range ready {
+		out = append(out, rep.ReadAddr)
+	}
+	return out
 }
 
 type fasthttpLogger struct{ l *slog.Logger }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/storage/ipalloc"
 )
@@ -16,6 +17,10 @@ func runDev(ctx context.Context, args []string) error {
 	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file (token,user,uid,\"group1,group2\")")
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
+	cacheNodes := fs.Int("cachenodes", 1, "cache nodes to run")
+	gateways := fs.Int("gateways", 1, "gateways to run, on consecutive ports from --listen")
+	replicas := fs.Int("replicas", 2, "cache nodes owning each range")
+	splits := fs.String("range-splits", "", `split ranges, e.g. "pods=g,n,t;events=g,n,t" (default: none for one cache node, pods, events, leases and endpointslices in four for more)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -24,12 +29,24 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var split *ranges.Config
+	if *splits != "" {
+		cfg, err := ranges.ParseSplits(*splits)
+		if err != nil {
+			return fmt.Errorf("cannot parse --range-splits: %w", err)
+		}
+		split = &cfg
+	}
 	c, err := devcluster.Start(ctx, devcluster.Config{
+		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log,
 	})
 	if err != nil {
 		return err
+	}
+	for _, gw := range c.Gateways[1:] {
+		fmt.Printf("also serving on https://%s\n", gw.Gateway.Addr())
 	}
 	fmt.Printf("\nkgate is serving on https://%s\n\n  kubeconfig: %s\n  try:        kubectl --kubeconfig %s get namespaces\n\n",
 		c.Addr(), c.Kubeconfig(), c.Kubeconfig())

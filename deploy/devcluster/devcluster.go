@@ -12,17 +12,22 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/cluster"
 	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/pki"
+	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
@@ -57,6 +62,16 @@ type Config struct {
 	// ServiceCIDR is the range Service cluster IPs come from. Default
 	// ipalloc.DefaultCIDR.
 	ServiceCIDR string
+	// CacheNodes and Gateways are how many of each run (default 1 each).
+	// Gateways listen on consecutive ports from Listen; the kubeconfig
+	// names the first.
+	CacheNodes int
+	Gateways   int
+	// Replicas is how many cache nodes own each range (default 2).
+	Replicas int
+	// Splits splits ranges further (see ranges.ParseSplits); default none
+	// for one cache node, ranges.DefaultSplits for more.
+	Splits *ranges.Config
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
 	// Logger is required.
@@ -67,20 +82,21 @@ type Config struct {
 type Cluster struct {
 	cfg        Config
 	Bundle     *pki.Bundle
-	Registry   *prometheus.Registry
+	Registry   *prometheus.Registry // every component's metrics, labelled by component
 	etcd       *embedded.Server
 	etcdClient *clientv3.Client
 	nats       *natsembed.Server
-	nodeConn   *nats.Conn
-	gwConn     *nats.Conn
-	node       *cachenode.Node
+	conns      []*nats.Conn
 	oracle     *revision.Oracle
-	gw         *gateway.Gateway
+	Nodes      []*role.CacheNode
+	Gateways   []*role.Gateway
 
 	cancel   context.CancelFunc
-	running  bool          // the goroutine closing done was started
-	nodeDone chan error    // the cache node's Run result, once it runs
-	done     chan struct{} // closed when every component has stopped
+	wg       sync.WaitGroup // the roles' Run goroutines
+	failed   chan struct{}  // closed when a role fails
+	failOnce sync.Once
+	done     chan struct{} // closed when every role has stopped, once started
+	mu       sync.Mutex    // guards errs
 	errs     []error
 }
 
@@ -96,7 +112,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.EtcdClientAddr == "" {
 		cfg.EtcdClientAddr = "127.0.0.1:0"
 	}
-	c := &Cluster{cfg: cfg, Registry: prometheus.NewRegistry(), done: make(chan struct{})}
+	if cfg.CacheNodes <= 0 {
+		cfg.CacheNodes = 1
+	}
+	if cfg.Gateways <= 0 {
+		cfg.Gateways = 1
+	}
+	c := &Cluster{cfg: cfg, Registry: prometheus.NewRegistry(), failed: make(chan struct{}), done: make(chan struct{})}
 	if err := c.start(ctx); err != nil {
 		// Stop what did start; the start error is the one to report.
 		if cerr := c.Close(); cerr != nil {
@@ -127,12 +149,6 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if c.nats, err = natsembed.Start(natsembed.Config{Logger: log.With("component", "nats")}); err != nil {
 		return err
 	}
-	if c.nodeConn, err = nats.Connect(c.nats.ClientURL(), nats.Name("kgate-cachenode"), nats.MaxReconnects(-1)); err != nil {
-		return fmt.Errorf("cannot connect to NATS: %w", err)
-	}
-	if c.gwConn, err = nats.Connect(c.nats.ClientURL(), nats.Name("kgate-gateway"), nats.MaxReconnects(-1)); err != nil {
-		return fmt.Errorf("cannot connect to NATS: %w", err)
-	}
 	log.Info("nats started", "url", c.nats.ClientURL(), "took", time.Since(t0))
 
 	reg, err := registry.NewBuiltin()
@@ -140,26 +156,55 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		return err
 	}
 	cdc := codec.New(reg.Scheme())
-	table, err := ranges.Default(reg)
+	splits := ranges.Config{}
+	if cfg.Splits != nil {
+		splits = *cfg.Splits
+	} else if cfg.CacheNodes > 1 {
+		splits = ranges.DefaultSplits()
+	}
+	table, err := ranges.WithSplits(reg, splits)
 	if err != nil {
 		return err
 	}
+	fast := cluster.Fast()
+	var seeds []string
 	t0 = time.Now()
-	if c.node, err = cachenode.New(cachenode.Config{
-		Etcd: c.etcdClient, NATS: c.nodeConn, Registry: reg, Codec: cdc, Ranges: table,
-		Listen: "127.0.0.1:0", Logger: log.With("component", "cachenode"), Metrics: c.Registry,
-	}); err != nil {
-		return err
+	for i := range cfg.CacheNodes {
+		nc, err := c.connect(fmt.Sprintf("kgate-cachenode-%d", i))
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("cachenode-%d", i)
+		node, err := role.NewCacheNode(role.CacheNodeConfig{
+			Node: cachenode.Config{
+				Etcd: c.etcdClient, NATS: nc, Registry: reg, Codec: cdc, Ranges: table, Listen: "127.0.0.1:0",
+				Logger:  log.With("component", "cachenode", "node", name),
+				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"cachenode": name}, c.Registry),
+			},
+			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
+			Replicas:   cfg.Replicas,
+			Logger:     log.With("node", name),
+			Metrics:    prometheus.WrapRegistererWith(prometheus.Labels{"member": name}, c.Registry),
+		})
+		if err != nil {
+			return err
+		}
+		c.Nodes = append(c.Nodes, node)
+		seeds = append(seeds, node.Members.Addr())
+		c.run(runCtx, name, node.Run)
 	}
-	nodeDone := make(chan error, 1)
-	c.nodeDone = nodeDone
-	go func() { nodeDone <- c.node.Run(runCtx) }()
-	if err := waitReady(ctx, c.node.Ready, nodeDone); err != nil {
-		return fmt.Errorf("cannot start cache node: %w", err)
+	for _, n := range c.Nodes {
+		if err := waitReady(ctx, n.Node.Ready, c.failed); err != nil {
+			return fmt.Errorf("cannot start cache node %s: %w", n.Name(), err)
+		}
 	}
-	log.Info("cache node ready", "addr", c.node.Addr(), "ranges", len(table.All()), "took", time.Since(t0))
+	log.Info("cache nodes ready", "nodes", len(c.Nodes), "ranges", len(table.All()), "took", time.Since(t0))
 
-	host, _, err := net.SplitHostPort(cfg.Listen)
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("cannot use listen address %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return fmt.Errorf("cannot use listen address %q: %w", cfg.Listen, err)
 	}
@@ -185,44 +230,105 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if c.gw, err = gateway.New(gateway.Config{
-		Listen: cfg.Listen, TLS: tlsCfg,
-		Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, CacheNodes: []string{c.node.Addr()}, NATS: c.gwConn, ServiceIPs: ips,
-		ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
-		Build:            cfg.Build,
-		BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
-		Logger: log.With("component", "gateway"), Metrics: c.Registry, Gatherer: c.Registry,
-	}); err != nil {
+	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for i := range cfg.Gateways {
+		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i))
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("gateway-%d", i)
+		gw, err := role.NewGateway(role.GatewayConfig{
+			Gateway: gateway.Config{
+				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg,
+				Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, NATS: nc, ServiceIPs: ips,
+				ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
+				Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
+				Logger:  log.With("component", "gateway", "gateway", name),
+				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
+			},
+			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
+			Logger:     log.With("gateway", name),
+			Metrics:    prometheus.WrapRegistererWith(prometheus.Labels{"member": name}, c.Registry),
+		})
+		if err != nil {
+			return err
+		}
+		c.Gateways = append(c.Gateways, gw)
+		c.run(runCtx, name, gw.Run)
+		select {
+		case <-gw.Gateway.Ready():
+		case <-c.failed:
+			return fmt.Errorf("cannot start gateway %s: %w", name, c.err())
+		}
+	}
+	if err := c.waitServing(ctx); err != nil {
 		return err
 	}
-	gwDone := make(chan error, 1)
-	go func() { gwDone <- c.gw.Run(runCtx) }()
-	select {
-	case <-c.gw.Ready():
-	case err := <-gwDone:
-		return fmt.Errorf("cannot start gateway: %w", err)
-	}
-	c.running = true
-	go func() {
-		// Every component has stopped once both runs returned.
-		for _, ch := range []chan error{gwDone, nodeDone} {
-			if err := <-ch; err != nil && !errors.Is(err, context.Canceled) {
-				c.errs = append(c.errs, err)
-			}
-		}
-		close(c.done)
-	}()
-	log.Info("kgate dev ready", "addr", c.gw.Addr(), "kubeconfig", c.Bundle.KubeconfigFile)
+	go func() { c.wg.Wait(); close(c.done) }()
+	log.Info("kgate dev ready", "addr", c.Addr(), "kubeconfig", c.Bundle.KubeconfigFile,
+		"cachenodes", len(c.Nodes), "gateways", len(c.Gateways))
 	return nil
 }
 
-func waitReady(ctx context.Context, ready func() bool, done <-chan error) error {
+// connect opens a NATS connection for one role.
+func (c *Cluster) connect(name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(c.nats.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
+	}
+	c.conns = append(c.conns, nc)
+	return nc, nil
+}
+
+// run runs a role; the first failure stops the cluster.
+func (c *Cluster) run(ctx context.Context, name string, f func(context.Context) error) {
+	c.wg.Go(func() {
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Error("component failed", "component", name, "err", err)
+			c.mu.Lock()
+			c.errs = append(c.errs, fmt.Errorf("%s: %w", name, err))
+			c.mu.Unlock()
+			c.failOnce.Do(func() { close(c.failed) })
+			c.cancel()
+		}
+	})
+}
+
+// waitServing waits until every gateway knows a ready replica of every
+// range (the gateways learn it from the cache nodes' announcements).
+func (c *Cluster) waitServing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, gw := range c.Gateways {
+		for {
+			if err := gw.Gateway.Serving(ctx); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("cannot start kgate dev: gateways do not see every range served: %w", ctx.Err())
+			case <-c.failed:
+				return fmt.Errorf("cannot start kgate dev: %w", c.err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.errs...)
+}
+
+func waitReady(ctx context.Context, ready func() bool, failed <-chan struct{}) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for !ready() {
 		select {
-		case err := <-done:
-			return fmt.Errorf("stopped before ready: %w", err)
+		case <-failed:
+			return errors.New("stopped before ready")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
@@ -231,8 +337,8 @@ func waitReady(ctx context.Context, ready func() bool, done <-chan error) error 
 	return nil
 }
 
-// Addr is the gateway's HTTPS address.
-func (c *Cluster) Addr() string { return c.gw.Addr() }
+// Addr is the first gateway's HTTPS address.
+func (c *Cluster) Addr() string { return c.Gateways[0].Gateway.Addr() }
 
 // Kubeconfig is the path of the admin kubeconfig.
 func (c *Cluster) Kubeconfig() string { return c.Bundle.KubeconfigFile }
@@ -241,7 +347,7 @@ func (c *Cluster) Kubeconfig() string { return c.Bundle.KubeconfigFile }
 // behind the API).
 func (c *Cluster) EtcdClient() *clientv3.Client { return c.etcdClient }
 
-// Done is closed when the gateway and cache node have stopped.
+// Done is closed when every gateway and cache node has stopped.
 func (c *Cluster) Done() <-chan struct{} { return c.done }
 
 // Close stops everything in reverse order of start.
@@ -249,18 +355,12 @@ func (c *Cluster) Close() error {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	if c.running {
-		<-c.done
-	} else if c.nodeDone != nil {
-		<-c.nodeDone // start failed after the node began running
-	}
+	c.wg.Wait()
 	if c.oracle != nil {
 		c.oracle.Close()
 	}
-	for _, nc := range []*nats.Conn{c.gwConn, c.nodeConn} {
-		if nc != nil {
-			nc.Close()
-		}
+	for _, nc := range c.conns {
+		nc.Close()
 	}
 	if c.nats != nil {
 		c.nats.Close()
@@ -273,5 +373,5 @@ func (c *Cluster) Close() error {
 			c.errs = append(c.errs, err)
 		}
 	}
-	return errors.Join(c.errs...)
+	return c.err()
 }

@@ -2,7 +2,7 @@ package readapi
 
 import (
 	"fmt"
-	"strings"
+	"github.com/kgate/kgate/cachenode/ranges"
 
 	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/cachenode/internal/window"
@@ -39,7 +39,7 @@ func (s *Server) list(ctx *fasthttp.RequestCtx) error {
 	if o.Prefix == "" {
 		o.Prefix = rng.Start
 	}
-	if !strings.HasPrefix(o.Prefix, rng.Start) && !strings.HasPrefix(rng.Start, o.Prefix) {
+	if !prefixMeets(o.Prefix, rng) {
 		return fmt.Errorf("%w: prefix %q outside range %s", wire.ErrBadRequest, o.Prefix, rng.ID)
 	}
 	if l := args.Peek(wire.ArgLabel); len(l) > 0 {
@@ -148,4 +148,25 @@ func (s *Server) events(ctx *fasthttp.RequestCtx) error {
 	clear(items)
 	*ip = items[:0]
 	return nil
+}
+
+// prefixMeets reports whether keys with prefix, [prefix, prefixEnd), meet
+// the range; the store holds only the range's keys, so a wider prefix
+// lists those.
+func prefixMeets(prefix string, rng *ranges.Range) bool {
+	end := prefixEnd(prefix)
+	return prefix < rng.End && (end == "" || end > rng.Start)
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix,
+// or "" when there is none.
+func prefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
 }

@@ -1,0 +1,299 @@
+package directory
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// source is a node's changeable range status.
+type source struct {
+	mu sync.Mutex // guards rs
+	rs []RangeStatus
+}
+
+func (s *source) set(rs ...RangeStatus) {
+	s.mu.Lock()
+	s.rs = rs
+	s.mu.Unlock()
+}
+
+func (s *source) get() []RangeStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.rs)
+}
+
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// stop cancels Run and waits for it; only the first call does anything.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+}
+
+func run(t *testing.T, f func(context.Context) error) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- f(ctx) }()
+	return r
+}
+
+type env struct {
+	t   *testing.T
+	url string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts NATS: skipped under -short")
+	}
+	before := runtime.NumGoroutine()
+	srv, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			t.Errorf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+		}
+	})
+	return &env{t: t, url: srv.ClientURL()}
+}
+
+func (e *env) conn() *nats.Conn {
+	e.t.Helper()
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+// publisher starts a publisher of node on its own connection.
+func (e *env) publisher(node string, interval time.Duration, src *source) (*running, *nats.Conn) {
+	e.t.Helper()
+	nc := e.conn()
+	p, err := NewPublisher(PublisherConfig{NATS: nc, Node: node, ReadAddr: node + ":8443", Interval: interval, Source: src.get})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := run(e.t, p.Run)
+	e.t.Cleanup(func() { r.stop(e.t) })
+	return r, nc
+}
+
+func (e *env) directory(expire time.Duration, reg prometheus.Registerer) *Directory {
+	e.t.Helper()
+	d, err := New(Config{NATS: e.conn(), Expire: expire, Metrics: reg})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r := run(e.t, d.Run)
+	e.t.Cleanup(func() { r.stop(e.t) })
+	return d
+}
+
+func eventually(t *testing.T, within time.Duration, f func() string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < within {
+		if last = f(); last == "" {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("after %v: %s", within, last)
+	return 0
+}
+
+func nodesAre(d *Directory, want ...string) func() string {
+	return func() string {
+		var got []string
+		for _, n := range d.Nodes() {
+			got = append(got, n.Node)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("nodes %v, want %v", got, want)
+		}
+		return ""
+	}
+}
+
+func readyNodes(d *Directory, rangeID string) []string {
+	var out []string
+	for _, r := range d.Ready(rangeID) {
+		out = append(out, r.Node)
+	}
+	return out
+}
+
+func TestTwoPublishers(t *testing.T) {
+	e := newEnv(t)
+	const interval = 100 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	d := e.directory(time.Second, reg)
+
+	var a, b source
+	a.set(RangeStatus{ID: "pods-0", Ready: true, Seen: 100, Primary: true},
+		RangeStatus{ID: "pods-1", Ready: true, Seen: 90})
+	b.set(RangeStatus{ID: "pods-0", Ready: true, Seen: 105},
+		RangeStatus{ID: "pods-1", Ready: true, Seen: 95},
+		RangeStatus{ID: "pods-2", Seen: 50}) // still listing
+	pa, nca := e.publisher("a", interval, &a)
+	pb, _ := e.publisher("b", interval, &b)
+
+	eventually(t, 3*time.Second, nodesAre(d, "a", "b"))
+	nodes := d.Nodes()
+	if n := nodes[0]; n.ReadAddr != "a:8443" || n.Epoch == 0 || len(n.Ranges) != 2 || n.Heard.IsZero() {
+		t.Errorf("node a = %+v", n)
+	}
+	// The primary first even when behind, then least lag.
+	if got := d.Ready("pods-0"); !slices.Equal(got, []Replica{
+		{Node: "a", ReadAddr: "a:8443", Seen: 100, Primary: true},
+		{Node: "b", ReadAddr: "b:8443", Seen: 105},
+	}) {
+		t.Errorf("Ready(pods-0) = %+v", got)
+	}
+	if got := readyNodes(d, "pods-1"); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("Ready(pods-1) = %v, want the least lagging first", got)
+	}
+	if got := d.Ready("pods-2"); len(got) != 0 {
+		t.Errorf("Ready(pods-2) = %v: not ready anywhere", got)
+	}
+	if got := gauge(t, reg, "kgate_directory_range_replicas", "pods-0"); got != 2 {
+		t.Errorf("replicas{pods-0} = %v", got)
+	}
+	if got := gauge(t, reg, "kgate_directory_nodes", ""); got != 2 {
+		t.Errorf("nodes = %v", got)
+	}
+
+	// A range becoming ready is announced before the next interval and
+	// notified.
+	for len(d.Changes()) > 0 {
+		<-d.Changes()
+	}
+	b.set(RangeStatus{ID: "pods-0", Ready: true, Seen: 105},
+		RangeStatus{ID: "pods-1", Ready: true, Seen: 95},
+		RangeStatus{ID: "pods-2", Ready: true, Seen: 110, Primary: true})
+	select {
+	case <-d.Changes():
+	case <-time.After(2 * time.Second):
+		t.Fatal("no change notified")
+	}
+	eventually(t, time.Second, func() string {
+		if got := readyNodes(d, "pods-2"); !slices.Equal(got, []string{"b"}) {
+			return fmt.Sprintf("Ready(pods-2) = %v", got)
+		}
+		return ""
+	})
+
+	// b stops gracefully: forgotten at once, long before expiry.
+	begin := time.Now()
+	pb.stop(t)
+	eventually(t, 500*time.Millisecond, nodesAre(d, "a"))
+	t.Logf("b, stopped, forgotten after %v", time.Since(begin))
+	if got := readyNodes(d, "pods-0"); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Ready(pods-0) = %v", got)
+	}
+	if got := gauge(t, reg, "kgate_directory_range_replicas", "pods-2"); got != 0 {
+		t.Errorf("replicas{pods-2} = %v after b went", got)
+	}
+
+	// a's connection dies (no goodbye gets out): expired after ~1s.
+	nca.Close()
+	begin = time.Now()
+	pa.stop(t)
+	took := eventually(t, 3*time.Second, nodesAre(d))
+	t.Logf("a, silent, expired after %v", time.Since(begin))
+	if took < 500*time.Millisecond {
+		t.Errorf("a expired after %v, before Expire", took)
+	}
+	if got := d.Ready("pods-0"); len(got) != 0 {
+		t.Errorf("Ready(pods-0) = %v after every node went", got)
+	}
+}
+
+func TestProbeOnStart(t *testing.T) {
+	e := newEnv(t)
+	var a source
+	a.set(RangeStatus{ID: "leases", Ready: true, Seen: 7})
+	e.publisher("a", time.Hour, &a) // announces once, then only when asked
+	time.Sleep(200 * time.Millisecond)
+	d := e.directory(2*time.Hour, nil)
+	took := eventually(t, 2*time.Second, nodesAre(d, "a"))
+	t.Logf("a directory started late heard a after %v", took)
+}
+
+func TestMalformedIgnored(t *testing.T) {
+	e := newEnv(t)
+	d := e.directory(time.Minute, nil)
+	nc := e.conn()
+	for _, m := range []string{`garbage`, `{}`, `{"v":1,"a":"x:1","e":1}`, `{"v":1,"n":"x","e":1}`, `{"v":1,"n":"x","a":"x:1","e":1,"r":"no"}`, `[1,2]`} {
+		if err := nc.Publish(Subject("x"), []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := encodeStatus("good", "good:1", 1, false, []RangeStatus{{ID: "pods", Ready: true}})
+	if err := nc.Publish(Subject("good"), b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, nodesAre(d, "good"))
+}
+
+// gauge reads a gauge (with label range, when not "") from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, rangeID string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if rangeID == "" {
+				return m.GetGauge().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "range" && l.GetValue() == rangeID {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{range=%q}", name, rangeID)
+	return 0
+}

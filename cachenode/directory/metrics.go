@@ -1,0 +1,50 @@
+package directory
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics of a directory:
+//
+//	kgate_directory_nodes: cache nodes heard from and not expired
+//	kgate_directory_range_replicas{range}: ready replicas of each range
+type metrics struct {
+	nodes    prometheus.Gauge     // nil: not registered
+	replicas *prometheus.GaugeVec // nil: not registered
+	ranges   map[string]bool      // label values set on replicas
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		return &metrics{}, nil
+	}
+	m := &metrics{
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kgate_directory_nodes", Help: "Cache nodes heard from and not expired.",
+		}),
+		replicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kgate_directory_range_replicas", Help: "Ready replicas of each range.",
+		}, []string{"range"}),
+		ranges: map[string]bool{},
+	}
+	for _, c := range []prometheus.Collector{m.nodes, m.replicas} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// set updates the gauges; the caller holds the directory's lock. A range
+// no node announces any more keeps reporting 0 replicas — an alert on
+// replicas == 0 should fire for it.
+func (m *metrics) set(nodes int, ready map[string][]Replica) {
+	if m.nodes == nil {
+		return
+	}
+	m.nodes.Set(float64(nodes))
+	for id := range ready {
+		m.ranges[id] = true
+	}
+	for id := range m.ranges {
+		m.replicas.WithLabelValues(id).Set(float64(len(ready[id])))
+	}
+}
