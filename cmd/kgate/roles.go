@@ -22,6 +22,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
@@ -35,6 +36,11 @@ type backendFlags struct {
 	etcdServers *string
 	natsURL     *string
 	logLevel    *string
+	splits      *string
+	nodeName    *string
+	gossipBind  *string
+	advertise   *string
+	join        *string
 }
 
 func addBackendFlags(fs *flag.FlagSet) backendFlags {
@@ -42,7 +48,21 @@ func addBackendFlags(fs *flag.FlagSet) backendFlags {
 		etcdServers: fs.String("etcd-servers", "http://127.0.0.1:2379", "comma-separated etcd client URLs"),
 		natsURL:     fs.String("nats-url", nats.DefaultURL, "NATS server URL(s), comma-separated"),
 		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
+		splits: fs.String("range-splits", ranges.DefaultSplits().String(),
+			"split points of ranges (every gateway and cache node must use the same), e.g. \"pods=g,n,t;events=g,n,t\"; empty for one range per resource"),
+		nodeName:   fs.String("node-name", "", "member name in the cluster (cache nodes: stable, e.g. the pod name); default hostname and a random suffix"),
+		gossipBind: fs.String("cluster-bind-address", "0.0.0.0:7946", "gossip address (UDP and TCP) of the membership"),
+		advertise:  fs.String("cluster-advertise-address", "", "address other members reach this one at (default: derived)"),
+		join:       fs.String("join", "", "members to join, comma-separated host:port (or a headless Service name)"),
 	}
+}
+
+func (f backendFlags) membership() role.Membership {
+	m := role.Membership{Name: *f.nodeName, Bind: *f.gossipBind, Advertise: *f.advertise}
+	if *f.join != "" {
+		m.Join = strings.Split(*f.join, ",")
+	}
+	return m
 }
 
 // backends are the connections a role runs on.
@@ -77,7 +97,12 @@ func (f backendFlags) connect(name string) (*backends, error) {
 		return nil, err
 	}
 	b.codec = codec.New(b.reg.Scheme())
-	if b.ranges, err = ranges.Default(b.reg); err != nil {
+	splits, err := ranges.ParseSplits(*f.splits)
+	if err != nil {
+		b.close()
+		return nil, fmt.Errorf("cannot parse --range-splits: %w", err)
+	}
+	if b.ranges, err = ranges.WithSplits(b.reg, splits); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -99,7 +124,7 @@ func runGateway(ctx context.Context, args []string) error {
 	clientCA := fs.String("client-ca-file", "", "CA bundle verifying client certificates")
 	tokenFile := fs.String("token-auth-file", "", "kube-apiserver static token file")
 	anonymous := fs.Bool("anonymous-auth", false, "admit requests without credentials as system:anonymous")
-	cacheAddrs := fs.String("cachenode", "127.0.0.1:7443", "host:port of the cache nodes' read API, comma-separated, best first")
+	cacheAddrs := fs.String("cachenode", "", "fixed cache node read API addresses (host:port, comma-separated, best first) instead of learning them from the cluster")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	if err := fs.Parse(args); err != nil {
@@ -130,17 +155,26 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gw, err := gateway.New(gateway.Config{
+	cfg := gateway.Config{
 		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)),
 		TLS: &tls.Config{
 			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
-		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, CacheNodes: strings.Split(*cacheAddrs, ","), NATS: b.nats, ServiceIPs: ips,
+		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, NATS: b.nats, ServiceIPs: ips,
 		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
 		ConsistentReadFallback: *fallback,
 		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
-	})
+	}
+	if *cacheAddrs != "" {
+		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
+		gw, err := gateway.New(cfg)
+		if err != nil {
+			return err
+		}
+		return gw.Run(ctx)
+	}
+	gw, err := role.NewGateway(role.GatewayConfig{Gateway: cfg, Membership: bf.membership(), Logger: b.log, Metrics: b.prom})
 	if err != nil {
 		return err
 	}
@@ -152,6 +186,7 @@ func runCachenode(ctx context.Context, args []string) error {
 	bf := addBackendFlags(fs)
 	listen := fs.String("listen", "0.0.0.0:7443", "address of the internal read API")
 	metricsAddr := fs.String("metrics-address", "0.0.0.0:7444", "address serving /metrics, /livez and /readyz")
+	replicas := fs.Int("replicas", 2, "cache nodes owning each range (the same on every node)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -160,13 +195,17 @@ func runCachenode(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.close()
-	node, err := cachenode.New(cachenode.Config{
-		Etcd: b.etcd, NATS: b.nats, Registry: b.reg, Codec: b.codec, Ranges: b.ranges,
-		Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
+	c, err := role.NewCacheNode(role.CacheNodeConfig{
+		Node: cachenode.Config{
+			Etcd: b.etcd, NATS: b.nats, Registry: b.reg, Codec: b.codec, Ranges: b.ranges,
+			Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
+		},
+		Membership: bf.membership(), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
 	})
 	if err != nil {
 		return err
 	}
+	node := c.Node
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.prom, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
@@ -181,7 +220,7 @@ func runCachenode(ctx context.Context, args []string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	defer srv.Close()
-	runErr := node.Run(ctx)
+	runErr := c.Run(ctx)
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

@@ -61,6 +61,8 @@ type rangeState struct {
 	buf          []byte     // marshal buffer, reused
 	subjects     map[string]string
 	quiet        bool // another node is the range's primary: publish nothing
+	announce     bool // promoted: publish where the chain stands at once
+	lastBeat     time.Time
 	m            rangeMetrics
 	errLogged    time.Time // rate limit of publish error logs
 }
@@ -107,9 +109,11 @@ func (p *Publisher) SetPrimary(rangeID string, primary bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.quiet && primary {
-		// Promoted: announce where the range stands, even if a silent
-		// progress already covered it.
+		// Promoted: announce where the chain stands at once. Gateways may
+		// have missed the last events (nobody published them while the
+		// old primary was dying): the announcement shows them the gap.
 		rs.lastProgress = 0
+		rs.announce = true
 	}
 	rs.quiet = !primary
 }
@@ -205,6 +209,10 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 }
 
+// heartbeatIntervals is how many intervals an idle range's primary waits
+// before repeating its progress when nothing changed.
+const heartbeatIntervals = 5
+
 // ProgressIdle publishes progress for each range idle for Interval whose
 // seen revision moved past its last event and last progress.
 func (p *Publisher) ProgressIdle() {
@@ -223,11 +231,17 @@ func (p *Publisher) ProgressIdle() {
 func (p *Publisher) progress(rs *rangeState, now time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if now.Sub(rs.lastActivity) < p.cfg.Interval || rs.seen <= rs.lastEvent || rs.seen <= rs.lastProgress {
+	// Progress goes out when the range has been idle for an interval and
+	// etcd moved past its last event; and, so that a lost last message is
+	// always noticed, as a heartbeat every heartbeatIntervals intervals,
+	// and at once after a promotion.
+	beat := now.Sub(rs.lastBeat) >= heartbeatIntervals*p.cfg.Interval
+	moved := rs.seen > rs.lastEvent && rs.seen > rs.lastProgress
+	if rs.quiet || (!rs.announce && (now.Sub(rs.lastActivity) < p.cfg.Interval || !(moved || beat))) {
 		return
 	}
-	ev := event.Event{Type: event.Progress, Range: rs.id, Revision: rs.seen, PrevRangeRevision: rs.lastEvent}
-	rs.lastActivity = now
+	ev := event.Event{Type: event.Progress, Range: rs.id, Revision: max(rs.seen, rs.lastEvent), PrevRangeRevision: rs.lastEvent}
+	rs.lastActivity, rs.lastBeat, rs.announce = now, now, false
 	if err := p.publish(rs, event.ProgressSubject(rs.id), &ev); err != nil {
 		p.failed(rs, &ev, err)
 		return

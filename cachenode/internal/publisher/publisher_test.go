@@ -219,3 +219,38 @@ func TestQuietReplicaPromoted(t *testing.T) {
 		t.Fatalf("event after promotion = %+v", got)
 	}
 }
+
+// A promoted replica announces its chain even when etcd did not move past
+// its last event (gateways may have missed it while the old primary
+// died), and an idle primary repeats its progress as a heartbeat.
+func TestPromotionAnnouncesAndHeartbeats(t *testing.T) {
+	nc := connect(t, 0)
+	c := &clock{t: time.Unix(0, 0)}
+	p, err := New(Config{NATS: nc, Interval: time.Second, Now: c.now, Metrics: NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := nc.SubscribeSync(event.ProgressSubject("pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Restart("pods", 10)
+	p.SetPrimary("pods", false)
+	p.Event(&event.Event{Type: event.Added, Range: "pods", Revision: 11, PrevRangeRevision: 10, Key: "/registry/pods/a/x", Namespace: "a", Name: "x", Object: []byte("{}")})
+	p.SetPrimary("pods", true)
+	p.ProgressIdle() // at once, not after an interval
+	if got, _ := next(t, prog); got.Revision != 11 || got.PrevRangeRevision != 11 {
+		t.Fatalf("announcement = %+v, want the chain head 11", got)
+	}
+	c.add(2 * time.Second)
+	p.ProgressIdle()
+	noMessage(t, prog) // nothing moved, no heartbeat yet
+	c.add(heartbeatIntervals * time.Second)
+	p.ProgressIdle()
+	if got, _ := next(t, prog); got.Revision != 11 || got.PrevRangeRevision != 11 {
+		t.Fatalf("heartbeat = %+v", got)
+	}
+}

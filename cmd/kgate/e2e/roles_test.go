@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -114,40 +115,68 @@ func TestSeparateRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readAddr, _ := freeAddr()
-	metricsAddr, _ := freeAddr()
 	certs, err := pki.Ensure(pki.Config{Dir: filepath.Join(dir, "pki"), ServerURL: "https://" + gwAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	backend := []string{"--etcd-servers", strings.Join(etcd.Endpoints(), ","), "--nats-url", nats.ClientURL()}
-	node := startRole(t, "cachenode", append([]string{"cachenode", "--listen", readAddr, "--metrics-address", metricsAddr}, backend...)...)
-	waitHTTP(t, http.DefaultClient, "http://"+metricsAddr+"/readyz", node)
-
+	// Two cache nodes own every range (R=2); the gateway learns who serves
+	// what from the cluster.
+	var nodes []*role
+	var gossip []string
+	var metricsAddrs []string
+	for i := range 2 {
+		readAddr, _ := freeAddr()
+		metricsAddr, _ := freeAddr()
+		gossipAddr, _ := freeAddr()
+		args := append([]string{"cachenode", "--node-name", fmt.Sprintf("cn-%d", i), "--listen", readAddr,
+			"--metrics-address", metricsAddr, "--cluster-bind-address", gossipAddr}, backend...)
+		if len(gossip) > 0 {
+			args = append(args, "--join", strings.Join(gossip, ","))
+		}
+		n := startRole(t, fmt.Sprintf("cachenode-%d", i), args...)
+		waitHTTP(t, http.DefaultClient, "http://"+metricsAddr+"/readyz", n)
+		nodes = append(nodes, n)
+		gossip = append(gossip, gossipAddr)
+		metricsAddrs = append(metricsAddrs, metricsAddr)
+	}
+	gwGossip, _ := freeAddr()
 	host, port, _ := strings.Cut(gwAddr, ":")
-	gw := startRole(t, "gateway", append([]string{"gateway", "--cachenode", readAddr,
+	gw := startRole(t, "gateway", append([]string{"gateway", "--cluster-bind-address", gwGossip, "--join", strings.Join(gossip, ","),
 		"--bind-address", host, "--secure-port", port,
 		"--tls-cert-file", certs.ServingCertFile, "--tls-private-key-file", certs.ServingKeyFile,
-		"--client-ca-file", certs.CAFile}, backend...)...)
+		"--client-ca-file", certs.CAFile, "--log-level", "debug"}, backend...)...)
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	waitHTTP(t, insecure, "https://"+gwAddr+"/readyz", gw)
 
 	k := &kubectl{kubeconfig: certs.KubeconfigFile, cacheDir: filepath.Join(dir, "kubectl-cache")}
 	k.ok(t, "create", "namespace", "roles")
 	w := k.start(t, true, "get", "configmaps", "-n", "roles", "-w", "--output-watch-events", "-o", "json")
-	k.ok(t, "create", "configmap", "one", "-n", "roles", "--from-literal=k=v1")
-	k.ok(t, "patch", "configmap", "one", "-n", "roles", "--type=merge", "-p", `{"data":{"k":"v2"}}`)
-	for _, want := range []string{`"type":"ADDED"`, `"type":"MODIFIED"`} {
-		ev := w.next(t, 20*time.Second, want)
-		if !strings.Contains(ev, want) {
-			t.Fatalf("watch event %s, want %s", ev, want)
+	k.ok(t, "create", "configmap", "one", "-n", "roles", "--from-literal=k=v0")
+	want := []string{`"type":"ADDED"`}
+	// Kill one cache node outright mid-stream: the other serves the range,
+	// takes over publishing, and the watch must see every change in order.
+	for i := 1; i <= 6; i++ {
+		if i == 3 {
+			nodes[0].cmd.Process.Kill()
+			<-nodes[0].exited
+		}
+		k.ok(t, "patch", "configmap", "one", "-n", "roles", "--type=merge", "-p", fmt.Sprintf(`{"data":{"k":"v%d"}}`, i))
+		want = append(want, fmt.Sprintf(`"k":"v%d"`, i))
+	}
+	for i, frag := range want {
+		ev := w.next(t, 30*time.Second, frag)
+		if !strings.Contains(ev, frag) {
+			t.Fatalf("watch event %d is %s, want one with %s", i, ev, frag)
 		}
 	}
 	var cm corev1.ConfigMap
 	k.json(t, &cm, "get", "configmap", "one", "-n", "roles", "-o", "json")
-	if cm.Data["k"] != "v2" {
+	if cm.Data["k"] != "v6" {
 		t.Fatalf("configmap data %v", cm.Data)
 	}
+	metricsAddr := metricsAddrs[1]
+	node := nodes[1]
 	metrics, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

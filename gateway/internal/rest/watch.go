@@ -180,6 +180,7 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		d, err := w.Next(nctx)
 		ncancel()
 		if err != nil {
+			h.cfg.Logger.Debug("watch wakes", "resource", p.resource, "err", err, "last", w.Last())
 			switch {
 			case h.base.Err() != nil:
 				// Shutting down: a last bookmark lets the client resume
