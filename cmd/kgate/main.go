@@ -31,6 +31,8 @@ func main() {
 		err = runGateway(ctx, os.Args[2:])
 	case "cachenode":
 		err = runCachenode(ctx, os.Args[2:])
+	case "pki":
+		err = runPKI(os.Args[2:])
 	case "version":
 		fmt.Println("kgate", version)
 	case "help", "-h", "--help":
@@ -53,6 +55,7 @@ Commands:
   dev        all of kgate in one process: embedded etcd and NATS, a cache node, a gateway
   gateway    the API gateway, against external etcd, NATS and cache nodes
   cachenode  a cache node, against external etcd and NATS
+  pki        write a CA, serving and admin certificates and a kubeconfig
   version    print kgate's version
 
 Run 'kgate <command> -h' for the flags of a command.
