@@ -96,6 +96,26 @@ type Config struct {
 	// /metrics. Both required.
 	Metrics  prometheus.Registerer
 	Gatherer prometheus.Gatherer
+
+	// Authentication and authorization.
+	// AuthorizationModes are the --authorization-mode values, asked in
+	// order after system:masters: RBAC, AlwaysAllow, AlwaysDeny. Default
+	// RBAC.
+	AuthorizationModes []string
+	// ServiceAccountIssuers are the --service-account-issuer values: the
+	// first is written into issued tokens, all are accepted. Required
+	// with either key option.
+	ServiceAccountIssuers []string
+	// ServiceAccountKeyFiles hold the keys verifying service-account
+	// tokens (--service-account-key-file); the signing key's public half
+	// is added.
+	ServiceAccountKeyFiles []string
+	// ServiceAccountSigningKeyFile signs TokenRequest tokens
+	// (--service-account-signing-key-file); without it TokenRequest is 404.
+	ServiceAccountSigningKeyFile string
+	// APIAudiences are the audiences of the API (--api-audiences).
+	// Default: ServiceAccountIssuers.
+	APIAudiences []string
 }
 
 func (c *Config) validate() error {
@@ -144,6 +164,8 @@ type Gateway struct {
 	mu       sync.Mutex // guards listener
 	listener net.Listener
 	ready    chan struct{} // closed once listening
+
+	auth authState // authorizer, RBAC feed, service-account tokens, reviews (auth.go)
 }
 
 // New builds a gateway; Run serves it.
@@ -154,13 +176,6 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, ready: make(chan struct{})}
 	for _, r := range cfg.Ranges.All() {
 		g.rangeIDs = append(g.rangeIDs, r.ID)
-	}
-	var err error
-	if g.authn, err = authn.New(authn.Config{
-		ClientCAFile: cfg.ClientCAFile, TokenAuthFile: cfg.TokenAuthFile, Anonymous: cfg.AnonymousAuth,
-		Logger: cfg.Logger.With("component", "authn"),
-	}); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
 	if err != nil {
@@ -197,11 +212,16 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.base, g.cancelBase = context.WithCancel(context.Background())
+	if err := g.newAuth(); err != nil {
+		g.hub.Close()
+		return nil, err
+	}
 	g.rest, err = rest.New(g.base, rest.Config{
 		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: g.router,
 		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
 		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
+		Admission:              admission{g},
 	})
 	if err != nil {
 		g.hub.Close()
@@ -254,6 +274,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
 	}
+	g.startAuth()
 	g.mu.Lock()
 	g.listener = ln
 	g.mu.Unlock()
@@ -279,6 +300,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 func (g *Gateway) shutdown() {
 	g.cancelBase()
+	g.stopAuth()
 	g.hub.Close()
 	g.router.Close()
 }

@@ -27,6 +27,7 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 				}
 				return nil
 			}},
+			check{"rbac", g.rbacReady},
 			check{"shutdown", func(context.Context) error { return g.base.Err() }},
 		)
 	}

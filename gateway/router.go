@@ -55,7 +55,8 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	case "/livez", "/healthz", "/readyz":
 		return g.health(rc, path)
 	}
-	if _, err := g.authn.Authenticate(rc); err != nil {
+	u, err := g.authn.Authenticate(rc)
+	if err != nil {
 		if errors.Is(err, authn.ErrUnauthorized) {
 			return apierror.Unauthorized("Unauthorized")
 		}
@@ -63,6 +64,9 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	}
 	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
 		return rest.ErrNotFoundPath
+	}
+	if err := g.authorize(rc, info, u); err != nil {
+		return err
 	}
 	if !info.IsResourceRequest {
 		return g.nonResource(rc, path)
@@ -72,7 +76,7 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	if !ok {
 		return rest.ErrNotFoundPath
 	}
-	return g.rest.Serve(rc, info, res)
+	return g.serveResource(rc, info, res)
 }
 
 func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {

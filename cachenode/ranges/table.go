@@ -40,8 +40,8 @@ func Default(reg *registry.Registry) (*Table, error) {
 		if !res.Namespaced && len(res.SupportedVerbs()) == 1 {
 			continue // create-only virtual resources have nothing stored
 		}
-		if res.Resource == "bindings" {
-			continue
+		if res.Resource == "bindings" || res.Prefix == "" {
+			continue // nothing stored
 		}
 		cur, seen := byPrefix[res.Prefix]
 		if !seen {

@@ -22,6 +22,7 @@ func runDev(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range")
 	splits := fs.String("range-splits", "", `split ranges, e.g. "pods=g,n,t;events=g,n,t" (default: none for one cache node, pods, events, leases and endpointslices in four for more)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	af := addAuthFlags(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,11 +38,13 @@ func runDev(ctx context.Context, args []string) error {
 		}
 		split = &cfg
 	}
-	c, err := devcluster.Start(ctx, devcluster.Config{
+	dcfg := devcluster.Config{
 		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log,
-	})
+	}
+	af.dev(&dcfg)
+	c, err := devcluster.Start(ctx, dcfg)
 	if err != nil {
 		return err
 	}

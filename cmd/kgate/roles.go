@@ -127,6 +127,7 @@ func runGateway(ctx context.Context, args []string) error {
 	cacheAddrs := fs.String("cachenode", "", "fixed cache node read API addresses (host:port, comma-separated, best first) instead of learning them from the cluster")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
+	af := addAuthFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -166,6 +167,7 @@ func runGateway(ctx context.Context, args []string) error {
 		ConsistentReadFallback: *fallback,
 		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
 	}
+	af.gateway(&cfg)
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
 		gw, err := gateway.New(cfg)

@@ -76,6 +76,19 @@ type Config struct {
 	UnsafeNoFsync bool
 	// Logger is required.
 	Logger *slog.Logger
+
+	// Authentication and authorization (see gateway.Config).
+	// AuthorizationModes default to RBAC.
+	AuthorizationModes []string
+	// ServiceAccountSigningKeyFile signs service-account tokens; default
+	// DataDir/sa.key, generated at the first start.
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountKeyFiles verify them besides the signing key.
+	ServiceAccountKeyFiles []string
+	// ServiceAccountIssuers default to DefaultServiceAccountIssuer.
+	ServiceAccountIssuers []string
+	// APIAudiences default to the issuers.
+	APIAudiences []string
 }
 
 // Cluster is a running all-in-one kgate.
@@ -231,6 +244,9 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		return err
 	}
 	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := cfg.serviceAccountDefaults(); err != nil {
+		return err
+	}
 	for i := range cfg.Gateways {
 		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i))
 		if err != nil {
@@ -245,6 +261,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 				Logger:  log.With("component", "gateway", "gateway", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
+				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
+				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
 			Logger:     log.With("gateway", name),

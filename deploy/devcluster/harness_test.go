@@ -52,6 +52,10 @@ func TestMain(m *testing.M) {
 	if shared.dir != "" {
 		os.RemoveAll(shared.dir)
 	}
+	if err := closeAuthCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot close the auth cluster:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -64,6 +64,7 @@ func NewBuiltin() (*Registry, error) {
 func Builtin() []Resource {
 	all := []string{"all"}
 	ext := []string{"api-extensions"}
+	create := []string{"create"}
 	return []Resource{
 		// core/v1
 		{Version: "v1", Resource: "bindings", Kind: "Binding", Singular: "binding", Namespaced: true, Verbs: []string{"create"}, Prefix: "/registry/bindings"},
@@ -85,7 +86,7 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "resourcequotas", Kind: "ResourceQuota", Singular: "resourcequota", Namespaced: true, ShortNames: []string{"quota"}, Subresources: []string{"status"}, Prefix: "/registry/resourcequotas"},
 		{Version: "v1", Resource: "secrets", Kind: "Secret", Singular: "secret", Namespaced: true, Prefix: "/registry/secrets",
 			FieldSelectors: []string{"type"}, Fields: secretFields},
-		{Version: "v1", Resource: "serviceaccounts", Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"}, Prefix: "/registry/serviceaccounts"},
+		{Version: "v1", Resource: "serviceaccounts", Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"}, Subresources: []string{"token"}, Prefix: "/registry/serviceaccounts"},
 		{Version: "v1", Resource: "services", Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/services/specs"},
 
 		// apps/v1
@@ -95,6 +96,14 @@ func Builtin() []Resource {
 		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/replicasets",
 			FieldSelectors: []string{"status.replicas"}, Fields: replicaSetFields},
 		{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Singular: "statefulset", Namespaced: true, ShortNames: []string{"sts"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/statefulsets"},
+
+		// Review APIs: created, answered, never stored (no prefix).
+		{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews", Kind: "SelfSubjectReview", Singular: "selfsubjectreview", Verbs: create},
+		{Group: "authentication.k8s.io", Version: "v1", Resource: "tokenreviews", Kind: "TokenReview", Singular: "tokenreview", Verbs: create},
+		{Group: "authorization.k8s.io", Version: "v1", Resource: "localsubjectaccessreviews", Kind: "LocalSubjectAccessReview", Singular: "localsubjectaccessreview", Namespaced: true, Verbs: create},
+		{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectaccessreviews", Kind: "SelfSubjectAccessReview", Singular: "selfsubjectaccessreview", Verbs: create},
+		{Group: "authorization.k8s.io", Version: "v1", Resource: "selfsubjectrulesreviews", Kind: "SelfSubjectRulesReview", Singular: "selfsubjectrulesreview", Verbs: create},
+		{Group: "authorization.k8s.io", Version: "v1", Resource: "subjectaccessreviews", Kind: "SubjectAccessReview", Singular: "subjectaccessreview", Verbs: create},
 
 		// autoscaling
 		{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler", Singular: "horizontalpodautoscaler", Namespaced: true, ShortNames: []string{"hpa"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/horizontalpodautoscalers"},

@@ -30,7 +30,7 @@ func New(scheme *runtime.Scheme, resources []Resource) (*Registry, error) {
 	seenGroup := map[string]int{}
 	for i := range resources {
 		res := &resources[i]
-		if res.Resource == "" || res.Kind == "" || res.Version == "" || res.Prefix == "" {
+		if res.Resource == "" || res.Kind == "" || res.Version == "" || (res.Prefix == "" && !res.CreateOnly()) {
 			return nil, fmt.Errorf("cannot register %v: resource, kind, version and prefix are required", res.GVR())
 		}
 		if _, dup := r.byGVR[res.GVR()]; dup {

@@ -34,7 +34,8 @@ type Resource struct {
 	Generation bool
 
 	// Prefix is the etcd key prefix, without trailing slash, identical to
-	// kube-apiserver's: "/registry/minions" for nodes.
+	// kube-apiserver's: "/registry/minions" for nodes. Empty for a
+	// create-only resource that stores nothing (the review APIs).
 	Prefix string
 
 	// StorageKind is the group/version/kind the objects are stored as in
@@ -81,6 +82,12 @@ func (r *Resource) APIVersion() string {
 		return r.Version
 	}
 	return r.Group + "/" + r.Version
+}
+
+// CreateOnly reports whether create is the resource's only verb (bindings
+// and the review APIs).
+func (r *Resource) CreateOnly() bool {
+	return len(r.Verbs) == 1 && r.Verbs[0] == "create"
 }
 
 // HasSubresource reports whether sub is served for this resource.

@@ -1,7 +1,8 @@
 // Package authn authenticates the gateway's requests the way kube-apiserver
 // does, with k8s.io/apiserver's own authenticators: x509 client
-// certificates (--client-ca-file), static bearer tokens (--token-auth-file)
-// and, when enabled, anonymous requests. Those authenticators take an
+// certificates (--client-ca-file), static bearer tokens (--token-auth-file),
+// further token authenticators (service-account JWTs, gateway/internal/
+// satoken) and, when enabled, anonymous requests. Those authenticators take an
 // *http.Request, so each fasthttp request is presented to them as a minimal
 // one (method, path, Authorization header, TLS state; never the body).
 package authn
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	certutil "k8s.io/client-go/util/cert"
 )
@@ -55,6 +57,14 @@ type Config struct {
 	Anonymous bool
 	// Logger receives a debug record per rejected request. Default: discard.
 	Logger *slog.Logger
+	// APIAudiences are the audiences of the API (--api-audiences): a
+	// TokenReview asking for other audiences does not accept static
+	// tokens. Optional.
+	APIAudiences []string
+	// Tokens are further bearer-token authenticators, asked after the
+	// token file in order (service-account JWTs). Like the token file
+	// they answer (nil, false, nil) for a token that is not theirs.
+	Tokens []authenticator.Token
 }
 
 // Authenticator authenticates fasthttp requests. It is safe for concurrent
@@ -71,8 +81,8 @@ type Authenticator struct {
 // x509, then bearer tokens, then (if enabled) anonymous; authenticated
 // users get the group system:authenticated.
 func New(cfg Config) (*Authenticator, error) {
-	if cfg.ClientCAFile == "" && cfg.TokenAuthFile == "" && !cfg.Anonymous {
-		return nil, fmt.Errorf("%w: no authentication method (client CA file, token file or anonymous)", ErrInvalidConfig)
+	if cfg.ClientCAFile == "" && cfg.TokenAuthFile == "" && len(cfg.Tokens) == 0 && !cfg.Anonymous {
+		return nil, fmt.Errorf("%w: no authentication method (client CA file, token file, service-account tokens or anonymous)", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -85,12 +95,25 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 		chain = append(chain, x)
 	}
+	var tokens []authenticator.Token
 	if cfg.TokenAuthFile != "" {
-		tokens, err := tokenfile.NewCSV(cfg.TokenAuthFile)
+		file, err := tokenfile.NewCSV(cfg.TokenAuthFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: cannot load token file: %w", ErrInvalidConfig, err)
 		}
-		chain = append(chain, bearertoken.New(tokens))
+		if len(cfg.APIAudiences) > 0 {
+			tokens = append(tokens, authenticator.WrapAudienceAgnosticToken(cfg.APIAudiences, file))
+		} else {
+			tokens = append(tokens, file)
+		}
+	}
+	tokens = append(tokens, cfg.Tokens...)
+	switch len(tokens) {
+	case 0:
+	case 1:
+		chain = append(chain, bearertoken.New(tokens[0]))
+	default:
+		chain = append(chain, bearertoken.New(tokenunion.New(tokens...)))
 	}
 	// The same composition as k8s.io/apiserver's authenticatorfactory:
 	// any failing method fails the request, so bad credentials are never
@@ -151,6 +174,17 @@ func (a *Authenticator) Authenticate(ctx *fasthttp.RequestCtx) (user.Info, error
 		a.log.Debug("request not authenticated", "remote", ctx.RemoteAddr().String(), "error", err)
 	}
 	return nil, err
+}
+
+// AuthenticateToken authenticates a bearer token as a request carrying
+// only it would be (TokenReview): ctx may carry the audiences asked for
+// (authenticator.WithAudiences).
+func (a *Authenticator) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	req := (&http.Request{
+		Method: http.MethodPost, URL: &url.URL{Path: "/"}, ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{fasthttp.HeaderAuthorization: {"Bearer " + token}},
+	}).WithContext(ctx)
+	return a.auth.AuthenticateRequest(req)
 }
 
 // errNoCredentials: neither a client certificate nor a bearer token.

@@ -1,6 +1,12 @@
 // Package bootstrap creates the objects every cluster has from its first
 // start, as kube-apiserver's bootstrap controllers do: the system
-// namespaces. Every gateway runs it; creating what exists is harmless.
+// namespaces and the default RBAC policy (ClusterRoles and
+// ClusterRoleBindings of gateway/internal/rbacbootstrap), plus the
+// "default" ServiceAccount of each system namespace, which
+// kube-controller-manager creates upstream. Every gateway runs it;
+// creating what exists is harmless. Defaults that exist are left as they
+// are: kube-apiserver's reconciliation of changed defaults (the autoupdate
+// annotation) is not done.
 package bootstrap
 
 import (
@@ -9,9 +15,12 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
 	"github.com/kgate/kgate/gateway/internal/strategy"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -20,22 +29,58 @@ import (
 // SystemNamespaces are the namespaces kube-apiserver creates.
 var SystemNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
+// DefaultServiceAccount is the ServiceAccount every namespace has, and
+// the one pods run as unless they name another.
+const DefaultServiceAccount = "default"
+
 type creator interface {
 	Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error)
 }
 
-// Ensure creates the system namespaces that do not exist.
+// Ensure creates the system namespaces, their default ServiceAccounts and
+// the default ClusterRoles and ClusterRoleBindings that do not exist.
 func Ensure(ctx context.Context, store creator, reg *registry.Registry) error {
-	res, ok := reg.Lookup(corev1.SchemeGroupVersion.WithResource("namespaces"))
-	if !ok {
-		return errors.New("cannot bootstrap: namespaces are not registered")
-	}
 	for _, name := range SystemNamespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		strategy.PrepareForCreate(res, ns)
-		if _, err := store.Create(ctx, res, ns); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+		if err := create(ctx, store, reg, corev1.SchemeGroupVersion.WithResource("namespaces"),
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			return fmt.Errorf("cannot create namespace %s: %w", name, err)
 		}
+		if err := EnsureServiceAccount(ctx, store, reg, name); err != nil {
+			return err
+		}
+	}
+	for _, r := range rbacbootstrap.Roles() {
+		if err := create(ctx, store, reg, rbacv1.SchemeGroupVersion.WithResource("clusterroles"), r); err != nil {
+			return fmt.Errorf("cannot create clusterrole %s: %w", r.Name, err)
+		}
+	}
+	for _, b := range rbacbootstrap.Bindings() {
+		if err := create(ctx, store, reg, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), b); err != nil {
+			return fmt.Errorf("cannot create clusterrolebinding %s: %w", b.Name, err)
+		}
+	}
+	return nil
+}
+
+// EnsureServiceAccount creates the "default" ServiceAccount of namespace
+// unless it exists.
+func EnsureServiceAccount(ctx context.Context, store creator, reg *registry.Registry, namespace string) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: DefaultServiceAccount}}
+	if err := create(ctx, store, reg, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), sa); err != nil {
+		return fmt.Errorf("cannot create service account %s/%s: %w", namespace, DefaultServiceAccount, err)
+	}
+	return nil
+}
+
+// create creates obj unless an object of its name exists.
+func create(ctx context.Context, store creator, reg *registry.Registry, gvr schema.GroupVersionResource, obj runtime.Object) error {
+	res, ok := reg.Lookup(gvr)
+	if !ok {
+		return fmt.Errorf("%v is not registered", gvr)
+	}
+	strategy.PrepareForCreate(res, obj)
+	if _, err := store.Create(ctx, res, obj); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
+		return err
 	}
 	return nil
 }

@@ -63,6 +63,10 @@ func apiResources(reg *registry.Registry, group, version string) ([]metav1.APIRe
 		verbs := slices.Clone(res.SupportedVerbs())
 		sort.Strings(verbs)
 		storage := res.StorageGVK()
+		hash := storageVersionHash(storage.Group, storage.Version, storage.Kind)
+		if res.CreateOnly() {
+			hash = "" // nothing stored (bindings, the review APIs), as upstream
+		}
 		out = append(out, metav1.APIResource{
 			Name:               res.Resource,
 			SingularName:       res.Singular,
@@ -71,7 +75,7 @@ func apiResources(reg *registry.Registry, group, version string) ([]metav1.APIRe
 			Verbs:              verbs,
 			ShortNames:         slices.Clone(res.ShortNames),
 			Categories:         slices.Clone(res.Categories),
-			StorageVersionHash: storageVersionHash(storage.Group, storage.Version, storage.Kind),
+			StorageVersionHash: hash,
 		})
 		for _, sub := range res.Subresources {
 			info, ok := subresource(sub, res.Kind)

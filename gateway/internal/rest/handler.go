@@ -13,6 +13,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/ranges"
@@ -78,6 +79,8 @@ type Config struct {
 	ListPageSize int64
 	// Now returns the time (tables' ages). Default time.Now.
 	Now func() time.Time
+	// Admission checks and completes writes; nil admits everything.
+	Admission Admission
 }
 
 // Fallback is what a consistent read does when the cache lags.
@@ -139,6 +142,7 @@ type request struct {
 	// includeObject is the Table option, read up front: watches use it
 	// after the request context is gone.
 	includeObject string
+	user          user.Info // who asks (SetUser), for Admission
 }
 
 // Serve handles a resource request for res.
@@ -146,7 +150,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *re
 	if err := checkSubresource(info, res); err != nil {
 		return err
 	}
-	r := &request{rc: rc, info: info, res: res, includeObject: string(rc.QueryArgs().Peek("includeObject"))}
+	r := &request{rc: rc, info: info, res: res, includeObject: string(rc.QueryArgs().Peek("includeObject")), user: User(rc)}
 	if info.Verb == "watch" {
 		return h.watch(r)
 	}

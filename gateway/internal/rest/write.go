@@ -122,6 +122,9 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	}
 	strategy.PrepareForCreate(r.res, obj)
 	defaults.Apply(obj)
+	if err := h.admit(r, obj, nil); err != nil {
+		return &objectError{name: m.Name, err: err}
+	}
 	if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
 		return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
 	}
@@ -142,6 +145,7 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 		release()
 		return &objectError{name: m.Name, err: err}
 	}
+	h.created(ctx, r, out)
 	return h.writeObject(r, 201, out)
 }
 
@@ -173,6 +177,9 @@ func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.O
 	}
 	defaults.Apply(next)
 	keepAllocations(next, cur)
+	if err := h.admit(r, next, cur); err != nil {
+		return nil, err
+	}
 	if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
 		m, _ := objectMeta(next)
 		return nil, apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/bootstrap"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// admission is the gateway's rest.Admission: the ServiceAccount
+// admission default, RBAC escalation prevention, and the "default"
+// ServiceAccount of each new namespace (kube-controller-manager's job
+// upstream; kgate has no controller manager).
+type admission struct{ g *Gateway }
+
+// Admit implements rest.Admission.
+func (a admission) Admit(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		if old == nil && o.Spec.ServiceAccountName == "" {
+			// kube-apiserver's ServiceAccount admission plugin.
+			o.Spec.ServiceAccountName = bootstrap.DefaultServiceAccount
+		}
+		if o.Spec.DeprecatedServiceAccount == "" {
+			o.Spec.DeprecatedServiceAccount = o.Spec.ServiceAccountName
+		}
+		return nil
+	case *rbacv1.Role, *rbacv1.ClusterRole, *rbacv1.RoleBinding, *rbacv1.ClusterRoleBinding:
+		if old != nil && onlyGCFields(obj, old) {
+			return nil
+		}
+		return a.escalation(u, res, obj, old)
+	}
+	return nil
+}
+
+// escalation is kube-apiserver's policy-based storage of roles and
+// bindings: a write may grant only what its author holds, unless the
+// author may "escalate" (roles) or "bind" (bindings).
+func (a admission) escalation(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
+	e := a.g.auth.escalation
+	gr := res.GVR().GroupResource()
+	var err error
+	var name string
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		name = o.Name
+		err = e.CheckRoleEscalation(u, o.Namespace, o.Name, o.Rules)
+	case *rbacv1.ClusterRole:
+		name = o.Name
+		err = e.CheckRoleEscalation(u, "", o.Name, o.Rules)
+		if prev, _ := old.(*rbacv1.ClusterRole); err == nil && (o.AggregationRule != nil || (prev != nil && prev.AggregationRule != nil)) {
+			err = e.CheckAggregationRule(u, o.Name)
+		}
+	case *rbacv1.RoleBinding:
+		name = o.Name
+		err = e.CheckBindingAllowed(u, o.Namespace, o.RoleRef)
+	case *rbacv1.ClusterRoleBinding:
+		name = o.Name
+		err = e.CheckBindingAllowed(u, "", o.RoleRef)
+	}
+	var nf *authz.NotFoundError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nf):
+		// The role a binding refers to does not exist: upstream's lister
+		// NotFound.
+		resource := "clusterrole"
+		if nf.Kind == "Role" {
+			resource = "role"
+		}
+		return apierrors.NewNotFound(schema.GroupResource{Group: rbacv1.GroupName, Resource: resource}, nf.Name)
+	case errors.Is(err, authz.ErrRoleRefKind):
+		return apierror.BadRequest(err.Error())
+	}
+	return apierror.Forbidden(gr, name, err)
+}
+
+// onlyGCFields is upstream's IsOnlyMutatingGCFields: an update that
+// changes only owner references and finalizers is not checked.
+func onlyGCFields(obj, old runtime.Object) bool {
+	cp := obj.DeepCopyObject()
+	m, err1 := metaOf(cp)
+	om, err2 := metaOf(old)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	m.OwnerReferences, m.Finalizers, m.ManagedFields = om.OwnerReferences, om.Finalizers, om.ManagedFields
+	m.ResourceVersion, m.Generation = om.ResourceVersion, om.Generation
+	return equality.Semantic.DeepEqual(cp, old)
+}
+
+func metaOf(obj runtime.Object) (*metav1.ObjectMeta, error) {
+	switch o := obj.(type) {
+	case *rbacv1.Role:
+		return &o.ObjectMeta, nil
+	case *rbacv1.ClusterRole:
+		return &o.ObjectMeta, nil
+	case *rbacv1.RoleBinding:
+		return &o.ObjectMeta, nil
+	case *rbacv1.ClusterRoleBinding:
+		return &o.ObjectMeta, nil
+	}
+	return nil, errors.New("not an RBAC object")
+}
+
+// Created implements rest.Admission: a new namespace gets its "default"
+// ServiceAccount.
+func (a admission) Created(ctx context.Context, res *registry.Resource, obj runtime.Object) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	if err := bootstrap.EnsureServiceAccount(ctx, a.g.cfg.Store, a.g.cfg.Registry, ns.Name); err != nil {
+		a.g.cfg.Logger.Warn("cannot create the default service account", "namespace", ns.Name, "err", err)
+	}
+}

@@ -1,0 +1,229 @@
+package gateway
+
+import (
+	"context"
+	"crypto"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/rbacfeed"
+	"github.com/kgate/kgate/gateway/internal/review"
+	"github.com/kgate/kgate/gateway/internal/satoken"
+	"github.com/kgate/kgate/storage"
+)
+
+// authState is the gateway's authentication and authorization beyond
+// authn: the authorizer chain, the RBAC authorizer and its feed, the
+// escalation checks, service-account tokens and the review APIs.
+type authState struct {
+	authorizer authz.Authorizer
+	rbac       *authz.RBAC    // always present: escalation checks read it
+	feed       *rbacfeed.Feed // nil unless a mode is RBAC
+	escalation *authz.Escalation
+	tokens     *satoken.Tokens // nil without service-account keys
+	review     *review.Handler
+}
+
+// newAuth builds authentication and authorization from the config. It
+// runs in New once the router, hub, codec and base context exist.
+func (g *Gateway) newAuth() error {
+	cfg := &g.cfg
+	var tokenAuths []authenticator.Token
+	var audiences []string
+	if len(cfg.ServiceAccountKeyFiles) > 0 || cfg.ServiceAccountSigningKeyFile != "" {
+		if len(cfg.ServiceAccountIssuers) == 0 {
+			return errors.New("cannot make gateway: service-account keys need a service-account issuer")
+		}
+		keys, err := satoken.LoadPublicKeys(cfg.ServiceAccountKeyFiles...)
+		if err != nil {
+			return fmt.Errorf("cannot make gateway: %w", err)
+		}
+		var signer crypto.Signer
+		if cfg.ServiceAccountSigningKeyFile != "" {
+			if signer, err = satoken.LoadSigningKey(cfg.ServiceAccountSigningKeyFile); err != nil {
+				return fmt.Errorf("cannot make gateway: %w", err)
+			}
+		}
+		if g.auth.tokens, err = satoken.New(satoken.Config{
+			Issuers: cfg.ServiceAccountIssuers, Audiences: cfg.APIAudiences, Keys: keys, SigningKey: signer,
+			Lookup: objectLookup{g},
+		}); err != nil {
+			return fmt.Errorf("cannot make gateway: %w", err)
+		}
+		tokenAuths = append(tokenAuths, g.auth.tokens)
+		audiences = g.auth.tokens.Audiences()
+	}
+	var err error
+	if g.authn, err = authn.New(authn.Config{
+		ClientCAFile: cfg.ClientCAFile, TokenAuthFile: cfg.TokenAuthFile, Anonymous: cfg.AnonymousAuth,
+		Tokens: tokenAuths, APIAudiences: audiences,
+		Logger: cfg.Logger.With("component", "authn"),
+	}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.auth.rbac = authz.NewRBAC()
+	if g.auth.authorizer, err = authz.New(authz.Config{Modes: cfg.AuthorizationModes}, g.auth.rbac); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.auth.escalation = authz.NewEscalation(g.auth.authorizer, g.auth.rbac)
+	if g.rbacMode() {
+		if g.auth.feed, err = rbacfeed.New(rbacfeed.Config{
+			Registry: cfg.Registry, Ranges: cfg.Ranges, Cache: g.router, Hub: g.hub, Revisions: cfg.Revisions,
+			Codec: cfg.Codec, RBAC: g.auth.rbac, Logger: cfg.Logger.With("component", "rbacfeed"),
+		}); err != nil {
+			return fmt.Errorf("cannot make gateway: %w", err)
+		}
+	}
+	rc := review.Config{
+		Codec: g.codec, Authorizer: g.auth.authorizer, Rules: ruleResolver{g}, Tokens: g.authn,
+		APIAudiences: audiences, Objects: objectGetter{g},
+	}
+	if g.auth.tokens != nil && g.auth.tokens.CanIssue() {
+		rc.Issuer = g.auth.tokens
+	}
+	if g.auth.review, err = review.New(g.base, rc); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return nil
+}
+
+// rbacMode reports whether RBAC is one of the authorization modes (the
+// default).
+func (g *Gateway) rbacMode() bool {
+	return len(g.cfg.AuthorizationModes) == 0 || slices.Contains(g.cfg.AuthorizationModes, authz.ModeRBAC)
+}
+
+// startAuth starts the RBAC feed (Run, after bootstrap).
+func (g *Gateway) startAuth() {
+	if g.auth.feed != nil {
+		g.auth.feed.Start()
+	}
+}
+
+// stopAuth stops the RBAC feed (shutdown).
+func (g *Gateway) stopAuth() {
+	if g.auth.feed != nil {
+		g.auth.feed.Close()
+	}
+}
+
+// rbacReady is the /readyz check "rbac": every role and binding listed.
+func (g *Gateway) rbacReady(ctx context.Context) error {
+	if g.auth.feed == nil {
+		return nil
+	}
+	return g.auth.feed.Ready(ctx)
+}
+
+// ruleResolver lists a user's rules for SelfSubjectRulesReview, as
+// kube-apiserver's rule resolvers: all of them under AlwaysAllow, the
+// RBAC rules under RBAC, in mode order.
+type ruleResolver struct{ g *Gateway }
+
+var everything = []rbacv1.PolicyRule{
+	{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}},
+	{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}},
+}
+
+func (r ruleResolver) RulesFor(u user.Info, namespace string) ([]rbacv1.PolicyRule, bool, error) {
+	modes := r.g.cfg.AuthorizationModes
+	if len(modes) == 0 {
+		modes = []string{authz.ModeRBAC}
+	}
+	var rules []rbacv1.PolicyRule
+	var errs []error
+	for _, m := range modes {
+		switch m {
+		case authz.ModeAlwaysAllow:
+			rules = append(rules, everything...)
+		case authz.ModeRBAC:
+			rs, err := r.g.auth.rbac.RulesFor(u, namespace)
+			rules = append(rules, rs...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return rules, false, errors.Join(errs...)
+}
+
+// objectLookup finds service accounts and the objects tokens are bound to
+// for token verification: from the cache nodes, read as they are now;
+// something not found is read again consistently, so a token issued for
+// an object just created works at once.
+type objectLookup struct{ g *Gateway }
+
+func (l objectLookup) Object(ctx context.Context, resource, namespace, name string) (satoken.Object, error) {
+	res, ok := l.g.cfg.Registry.Lookup(corev1.SchemeGroupVersion.WithResource(resource))
+	if !ok {
+		return satoken.Object{}, fmt.Errorf("cannot look up %s: not served", resource)
+	}
+	key := res.Key(namespace, name)
+	rng, ok := l.g.cfg.Ranges.Lookup(key)
+	if !ok {
+		return satoken.Object{}, fmt.Errorf("cannot find the range of %s", key)
+	}
+	obj, err := l.g.router.Get(ctx, rng.ID, key, client.Read{}, client.JSON)
+	if errors.Is(err, storage.ErrNotFound) {
+		var cur int64
+		if cur, err = l.g.cfg.Revisions.Current(ctx); err == nil {
+			obj, err = l.g.router.Get(ctx, rng.ID, key, client.Read{ResourceVersion: cur, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, client.JSON)
+		}
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return satoken.Object{}, fmt.Errorf("%s %s/%s: %w", resource, namespace, name, satoken.ErrNotFound)
+	}
+	if err != nil {
+		return satoken.Object{}, err
+	}
+	var m struct {
+		Metadata struct {
+			UID               string       `json:"uid"`
+			DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(obj.Data, &m); err != nil {
+		return satoken.Object{}, fmt.Errorf("cannot decode %s: %w", key, err)
+	}
+	out := satoken.Object{UID: m.Metadata.UID}
+	if m.Metadata.DeletionTimestamp != nil {
+		t := m.Metadata.DeletionTimestamp.Time
+		out.DeletionTimestamp = &t
+	}
+	return out, nil
+}
+
+// objectGetter reads the objects a TokenRequest refers to from etcd
+// (consistent, as kube-apiserver's TokenRequest).
+type objectGetter struct{ g *Gateway }
+
+func (o objectGetter) Get(ctx context.Context, resource, namespace, name string) (runtime.Object, error) {
+	res, ok := o.g.cfg.Registry.Lookup(corev1.SchemeGroupVersion.WithResource(resource))
+	if !ok {
+		return nil, fmt.Errorf("cannot read %s: not served", resource)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return o.g.cfg.Store.Get(ctx, res, namespace, name, 0)
+}
+
+// EnsureServiceAccountSigningKey writes a new service-account signing key
+// (RSA, PEM, mode 0600) to file unless the file exists, and checks that
+// it loads. kgate dev keeps one in its data directory.
+func EnsureServiceAccountSigningKey(file string) error {
+	_, err := satoken.EnsureSigningKey(file)
+	return err
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/impersonate"
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/rest"
+	"github.com/kgate/kgate/gateway/internal/review"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// authorize runs after authentication, as kube-apiserver's filters:
+// impersonation (each Impersonate-* header authorized with verb
+// "impersonate"), then authorization of the request itself for the user
+// it runs as. A denial is kube-apiserver's 403. The user is recorded on
+// rc for the handlers (rest.SetUser).
+func (g *Gateway) authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
+	if impersonate.Requested(&rc.Request.Header) {
+		as, err := impersonate.User(&rc.Request.Header, u, g.auth.authorizer)
+		var f *impersonate.Forbidden
+		if errors.As(err, &f) {
+			return forbidden(f.Attributes, f.Reason)
+		}
+		if err != nil {
+			return err
+		}
+		g.cfg.Logger.Debug("impersonating", "user", u.GetName(), "as", as.GetName(), "groups", as.GetGroups())
+		u = as
+	}
+	a := authz.AttributesFor(u, info)
+	if d, reason := g.auth.authorizer.Authorize(a); d != authz.Allow {
+		return forbidden(a, reason)
+	}
+	rest.SetUser(rc, u)
+	return nil
+}
+
+// forbidden is kube-apiserver's 403 for attributes a and the authorizer's
+// reason: `pods is forbidden: User "alice" cannot list resource "pods" in
+// API group "" in the namespace "ns"`.
+func forbidden(a authz.Attributes, reason string) error {
+	name := ""
+	if a.User != nil {
+		name = a.User.GetName()
+	}
+	var msg string
+	switch {
+	case !a.IsResourceRequest:
+		msg = fmt.Sprintf("User %q cannot %s path %q", name, a.Verb, a.Path)
+	default:
+		resource := a.Resource
+		if a.Subresource != "" {
+			resource += "/" + a.Subresource
+		}
+		if a.Namespace != "" {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", name, a.Verb, resource, a.APIGroup, a.Namespace)
+		} else {
+			msg = fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", name, a.Verb, resource, a.APIGroup)
+		}
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apierror.Forbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
+}
+
+// serveResource hands a resource request to the review APIs or to the
+// REST handlers.
+func (g *Gateway) serveResource(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *registry.Resource) error {
+	if !g.auth.review.Serves(info) {
+		return g.rest.Serve(rc, info, res)
+	}
+	err := g.auth.review.Serve(rc, info, res, rest.User(rc))
+	if errors.Is(err, review.ErrDisabled) {
+		return rest.ErrNotFoundPath
+	}
+	return err
+}
