@@ -62,6 +62,10 @@ type Config struct {
 	CacheNodes []string
 	// Directory tells which cache nodes serve each range (scale-out).
 	Directory *directory.Directory
+	// Members is the cluster membership, for the status endpoint; and
+	// Replicas the number of owners per range. Optional.
+	Members  members
+	Replicas int
 	// ServiceIPs allocates Service cluster IPs; required.
 	ServiceIPs *ipalloc.Allocator
 
@@ -131,6 +135,9 @@ func (c *Config) validate() error {
 		if p == "h2" {
 			return errors.New("cannot make gateway: fasthttp serves HTTP/1.1 only, do not offer h2")
 		}
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 2
 	}
 	if c.KubernetesVersion == "" {
 		c.KubernetesVersion = DefaultKubernetesVersion

@@ -84,6 +84,8 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 		return apierror.MethodNotSupported(schema.GroupResource{}, string(rc.Method()))
 	}
 	switch {
+	case path == StatusPath:
+		return g.serveStatus(rc)
 	case path == "/metrics":
 		g.metrics.serve(rc)
 		return nil

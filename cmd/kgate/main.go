@@ -33,6 +33,8 @@ func main() {
 		err = runCachenode(ctx, os.Args[2:])
 	case "pki":
 		err = runPKI(os.Args[2:])
+	case "status":
+		err = runStatus(os.Args[2:])
 	case "version":
 		fmt.Println("kgate", version)
 	case "help", "-h", "--help":
@@ -56,6 +58,7 @@ Commands:
   gateway    the API gateway, against external etcd, NATS and cache nodes
   cachenode  a cache node, against external etcd and NATS
   pki        write a CA, serving and admin certificates and a kubeconfig
+  status     show members, ranges, owners, readiness and lag (asks a gateway)
   version    print kgate's version
 
 Run 'kgate <command> -h' for the flags of a command.

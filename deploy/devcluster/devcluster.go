@@ -257,6 +257,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 			Gateway: gateway.Config{
 				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg,
 				Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, NATS: nc, ServiceIPs: ips,
+				Replicas: cfg.Replicas,
 				ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
 				Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 				Logger:  log.With("component", "gateway", "gateway", name),

@@ -153,16 +153,17 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	if g.dir, err = directory.New(directory.Config{NATS: cfg.Gateway.NATS, Logger: cfg.Logger.With("component", "directory"), Metrics: cfg.Metrics}); err != nil {
 		return nil, err
 	}
-	gw := cfg.Gateway
-	gw.Directory = g.dir
-	if g.Gateway, err = gateway.New(gw); err != nil {
-		return nil, err
-	}
 	if g.Members, err = cluster.New(cluster.Config{
 		Name: cfg.Membership.Name, Role: cluster.RoleGateway, BindAddr: cfg.Membership.Bind,
 		AdvertiseAddr: cfg.Membership.Advertise, Join: cfg.Membership.Join,
 		Timing: cfg.Membership.Timing, Logger: cfg.Logger.With("component", "cluster"), Metrics: cfg.Metrics,
 	}); err != nil {
+		return nil, err
+	}
+	gw := cfg.Gateway
+	gw.Directory, gw.Members = g.dir, g.Members
+	if g.Gateway, err = gateway.New(gw); err != nil {
+		g.Members.Close()
 		return nil, err
 	}
 	return g, nil
