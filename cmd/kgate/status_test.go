@@ -19,7 +19,7 @@ func TestPrintStatus(t *testing.T) {
 		},
 	})
 	s := out.String()
-	for _, want := range []string{"etcd revision 42", "cn-0  cachenode", "10.0.0.1:7443", "cn-0*(0) cn-1(3)", "leases-1", "NONE"} {
+	for _, want := range []string{"etcd revision 42", "cachenode", "10.0.0.1:7443", "cn-0*(0) cn-1(3)", "leases-1", "NONE"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("status output lacks %q:\n%s", want, s)
 		}
