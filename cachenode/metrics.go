@@ -14,13 +14,17 @@ import (
 //	  seen_revision, seen_lag_revisions (all by range)
 //	publisher: published_total{range,kind}, publish_errors_total{range}
 //	read API:  requests_total{verb,code}, request_duration_seconds{verb}
-//	node:      ranges, ranges_ready, ranges_primary, range_owner_changes_total
+//	node:      ranges, ranges_ready, ranges_primary, range_owner_changes_total,
+//	  range_sync_seconds, range_handoff_seconds
 type metrics struct {
 	reflector *reflector.Metrics
 	publisher *publisher.Metrics
 	readapi   *readapi.Metrics
 	// ownerChanges counts ranges started or stopped here.
 	ownerChanges prometheus.Counter
+	// sync is the time from starting a range to serving it; handoff the
+	// time a former owner kept a range until its new owners were ready.
+	sync, handoff prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
@@ -30,6 +34,14 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 		readapi:   readapi.NewMetrics(reg),
 		ownerChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kgate_cachenode_range_owner_changes_total", Help: "Ranges this node started or stopped reflecting.",
+		}),
+		sync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kgate_cachenode_range_sync_seconds", Help: "Time from starting to reflect a range to serving it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+		handoff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kgate_cachenode_range_handoff_seconds", Help: "Time a former owner kept serving a range until its new owners were ready.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
 		}),
 	}
 	if reg != nil {
@@ -54,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "kgate_cachenode_ranges_primary", Help: "Ranges this node publishes.",
 			}, count(func(s RangeStatus) bool { return s.Primary })),
-			m.ownerChanges,
+			m.ownerChanges, m.sync, m.handoff,
 		)
 	}
 	return m

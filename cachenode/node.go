@@ -121,7 +121,13 @@ type served struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	started time.Time
+	synced  bool      // the sync time was observed
+	lostAt  time.Time // when the node stopped owning the range (handoff)
 }
+
+// owner is implemented by placements that tell ownership apart from
+// keeping a range during a handoff.
+type owner interface{ Owns(rangeID string) bool }
 
 const (
 	idle = iota
@@ -316,6 +322,9 @@ func (n *Node) place(ctx context.Context, fail func(error)) {
 			n.running[rng.ID] = s
 			changed = true
 		case !want && has:
+			if !s.lostAt.IsZero() {
+				n.m.handoff.Observe(time.Since(s.lostAt).Seconds())
+			}
 			n.log.Info("handing range over", "range", rng.ID, "served", time.Since(s.started))
 			s.cancel()
 			<-s.done
@@ -325,6 +334,13 @@ func (n *Node) place(ctx context.Context, fail func(error)) {
 			changed = true
 		}
 		if s, ok := n.running[rng.ID]; ok {
+			if !s.synced && s.r.Ready() {
+				s.synced = true
+				n.m.sync.Observe(time.Since(s.started).Seconds())
+			}
+			if o, ok := n.cfg.Placement.(owner); ok && s.lostAt.IsZero() && !o.Owns(rng.ID) {
+				s.lostAt = time.Now() // kept until the new owners are ready
+			}
 			primary := n.cfg.Placement.Primary(rng.ID, s.r.Ready())
 			if primary != s.primary {
 				s.primary = primary

@@ -208,6 +208,10 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	restMetrics, err := rest.NewMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	var replicas route.Replicas = route.Static(cfg.CacheNodes)
 	if cfg.Directory != nil {
 		replicas = directoryReplicas{cfg.Directory}
@@ -224,7 +228,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g.rest, err = rest.New(g.base, rest.Config{
-		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: g.router,
+		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: g.router, Metrics: restMetrics,
 		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
 		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),

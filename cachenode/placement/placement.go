@@ -108,6 +108,9 @@ func (p *Placement) readyNodes(rangeID string, ready bool) map[string]bool {
 	return out
 }
 
+// Owns reports whether this node is one of rangeID's owners.
+func (p *Placement) Owns(rangeID string) bool { return slices.Contains(p.Owners(rangeID), p.self) }
+
 // Wants reports whether this node should reflect rangeID: it owns it, or
 // it serves it (ready) and some owner is not ready yet.
 func (p *Placement) Wants(rangeID string, ready bool) bool {

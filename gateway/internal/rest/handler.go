@@ -56,6 +56,8 @@ type Config struct {
 	Hub          *watchhub.Hub
 	Codec        *negotiate.Codec
 	StorageCodec *codec.Codec
+	// Metrics; nil records none.
+	Metrics *Metrics
 	// ServiceIPs allocates Service cluster IPs; nil allocates none.
 	ServiceIPs serviceIPs
 	// ConsistentReadFallback says what a consistent read does when the

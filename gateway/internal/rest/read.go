@@ -118,6 +118,12 @@ func (h *Handler) readList(ctx context.Context, r *request, o *listOptions, read
 		return nil, fmt.Errorf("cannot find a range for prefix %q", prefix)
 	}
 	page := &listPage{}
+	asked := 0
+	defer func() {
+		if h.cfg.Metrics != nil && asked > 0 {
+			h.cfg.Metrics.listRanges.Observe(float64(asked))
+		}
+	}()
 	for i, rng := range rngs {
 		if afterKey != "" && rng.End <= afterKey {
 			continue
@@ -130,6 +136,7 @@ func (h *Handler) readList(ctx context.Context, r *request, o *listOptions, read
 		if afterKey != "" && rng.Contains(afterKey) {
 			after = afterKey
 		}
+		asked++
 		resp, err := h.cfg.Cache.List(ctx, rng.ID, client.ListOptions{
 			Read: read, Prefix: prefix, Label: o.labelSelector, Field: o.fieldSelector,
 			Limit: want, Continue: after, Format: format,
