@@ -48,7 +48,9 @@ func Start(conn net.Conn, writeTimeout time.Duration, headers ...Header) (*Strea
 		s.bw.WriteString(h.Value)
 		s.bw.WriteString("\r\n")
 	}
-	s.bw.WriteString("Transfer-Encoding: chunked\r\nCache-Control: no-cache, private\r\nDate: ")
+	// A watch response is the last on its connection: saying so keeps
+	// clients from sending their next request on it.
+	s.bw.WriteString("Transfer-Encoding: chunked\r\nConnection: close\r\nCache-Control: no-cache, private\r\nDate: ")
 	s.bw.WriteString(time.Now().UTC().Format(http1Date))
 	s.bw.WriteString("\r\n\r\n")
 	if err := s.flush(); err != nil {
@@ -145,6 +147,10 @@ func (s *Stream) Close() error {
 		s.bw.WriteString("0\r\n\r\n")
 		err = s.flush()
 	}
+	// fasthttp closes a hijacked connection only after the handler
+	// returns (its Close is a no-op until then): wake the reader with a
+	// deadline so this returns, then let fasthttp close.
+	_ = s.conn.SetReadDeadline(time.Now())
 	if cerr := s.conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		err = cerr
 	}

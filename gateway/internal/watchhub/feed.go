@@ -27,6 +27,7 @@ type feed struct {
 	stopped    bool
 
 	needRepair bool // owned by the run goroutine
+	repaired   bool // the first repair (from the first watcher's start) succeeded
 }
 
 func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
@@ -68,6 +69,9 @@ func (f *feed) run() {
 	for {
 		if f.needRepair {
 			f.repair()
+			if f.isStopped() {
+				return // compacted: its watchers failed or moved to a fresh feed
+			}
 		}
 		select {
 		case <-f.hub.ctx.Done():
@@ -136,18 +140,25 @@ func (f *feed) repair() {
 	}
 	switch {
 	case errors.Is(err, storage.ErrCompacted):
-		// Continuity is lost for every watcher of this feed: end them so
-		// their clients resume (and relist if they must). A new feed
-		// starts with the next watcher.
-		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor.rev)
 		f.hub.forget(f)
-		f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor.since(), err))
+		if !f.repaired {
+			// The window does not reach back to where the feed started,
+			// the first watcher's position: its watchers are behind it.
+			f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor.since(), err))
+			return
+		}
+		// The feed fell behind a window that restarted (a cache node
+		// relisted). Its watchers may be ahead of the feed: each goes back
+		// to its own position on a fresh feed, and only those the window
+		// no longer covers get 410 there.
+		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor.rev)
+		f.detachAll()
 		return
 	case err != nil:
 		f.hub.cfg.Logger.Warn("cannot repair feed, will retry", "range", f.rangeID, "err", err)
 		return // needRepair stays set; retried on the next message or tick
 	}
-	f.needRepair = false
+	f.needRepair, f.repaired = false, true
 	for i := range evs {
 		if !cursor.covers(&evs[i]) {
 			f.dispatch(newShared(evs[i]))
@@ -246,6 +257,24 @@ func (f *feed) idleTooLong() bool {
 		f.mu.Unlock()
 	}
 	return idle
+}
+
+func (f *feed) isStopped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stopped
+}
+
+// detachAll stops the feed and sends every watcher back to attach again
+// from its own position.
+func (f *feed) detachAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	for w := range f.watchers {
+		w.overflowed()
+	}
+	clear(f.watchers)
 }
 
 // stop ends every watcher with err.

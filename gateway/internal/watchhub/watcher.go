@@ -2,6 +2,7 @@ package watchhub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -171,8 +172,18 @@ func (w *Watcher) catchUp(ctx context.Context) error {
 	if w.hub.cfg.Metrics != nil {
 		w.hub.cfg.Metrics.catchups.Inc()
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.hub.cfg.RepairTimeout)
+	// The caller's deadline is when it wants to send a bookmark, not a
+	// limit on the read: a catch-up cut off there would end the watch.
+	// Only a cancellation (the client went away) stops it early.
+	parent := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), w.hub.cfg.RepairTimeout)
 	defer cancel()
+	stop := context.AfterFunc(parent, func() {
+		if errors.Is(parent.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
 	from := w.last.since()
 	evs, seen, err := w.hub.cfg.Source.Events(ctx, w.rangeID, from)
 	if err != nil {

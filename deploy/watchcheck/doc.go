@@ -1,0 +1,13 @@
+// Package watchcheck proves kgate's watch and list contract against
+// kube-apiserver's semantics with randomized, fault-injected runs: a
+// writer changes ConfigMaps through the API and records every
+// acknowledged write (verified against etcd's history), watchers with
+// random start revisions and selectors stream through client-go, and each
+// stream is compared with the sequence the writes imply.
+//
+// The package holds the helpers: Cluster, an in-process kgate whose NATS
+// server and cache node can be stopped and started again on the same
+// addresses, and History, the model of the writes from which expected
+// watch streams and states are derived. The checks themselves are tests
+// (go test ./deploy/watchcheck; see watch_test.go for the soak knobs).
+package watchcheck
