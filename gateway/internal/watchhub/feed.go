@@ -22,12 +22,11 @@ type feed struct {
 
 	mu         sync.Mutex // guards cursor, watchers, emptySince, stopped
 	cursor     position   // every event at or before it was dispatched
-	watchers   map[*Watcher]struct{}
+	watchers   map[*Watcher]position // each watcher with where it joined
 	emptySince time.Time
 	stopped    bool
 
 	needRepair bool // owned by the run goroutine
-	repaired   bool // the first repair (from the first watcher's start) succeeded
 }
 
 func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
@@ -36,7 +35,7 @@ func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 		rangeID:    rangeID,
 		msgs:       make(chan *nats.Msg, h.cfg.FeedBuffer),
 		cursor:     through(since),
-		watchers:   map[*Watcher]struct{}{},
+		watchers:   map[*Watcher]position{},
 		emptySince: time.Now(),
 		needRepair: true,
 	}
@@ -140,25 +139,20 @@ func (f *feed) repair() {
 	}
 	switch {
 	case errors.Is(err, storage.ErrCompacted):
-		f.hub.forget(f)
-		if !f.repaired {
-			// The window does not reach back to where the feed started,
-			// the first watcher's position: its watchers are behind it.
-			f.stop(fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor.since(), err))
-			return
-		}
-		// The feed fell behind a window that restarted (a cache node
-		// relisted). Its watchers may be ahead of the feed: each goes back
-		// to its own position on a fresh feed, and only those the window
-		// no longer covers get 410 there.
+		// The window no longer holds the feed's cursor (a cache node
+		// relisted, or the feed started from an old revision). Watchers
+		// that joined at or behind the cursor have lost continuity: 410,
+		// from which their clients resume. Those that joined ahead of it
+		// go back to their own position on a fresh feed.
 		f.hub.cfg.Logger.Warn("range window no longer holds the feed's cursor", "range", f.rangeID, "cursor", cursor.rev)
-		f.detachAll()
+		f.hub.forget(f)
+		f.compacted(cursor, fmt.Errorf("cannot resume range %s after revision %d: %w", f.rangeID, cursor.since(), err))
 		return
 	case err != nil:
 		f.hub.cfg.Logger.Warn("cannot repair feed, will retry", "range", f.rangeID, "err", err)
 		return // needRepair stays set; retried on the next message or tick
 	}
-	f.needRepair, f.repaired = false, true
+	f.needRepair = false
 	for i := range evs {
 		if !cursor.covers(&evs[i]) {
 			f.dispatch(newShared(evs[i]))
@@ -209,15 +203,20 @@ func (f *feed) dispatchProgress(rev int64) {
 	}
 }
 
-// attach adds w and returns the cursor it joined at; ok is false when the
-// feed stopped (the caller gets a fresh feed).
-func (f *feed) attach(w *Watcher) (cursor position, ok bool) {
+// attach adds w, which has everything up to from, and returns the cursor
+// it joined at; ok is false when the feed stopped (the caller gets a fresh
+// feed).
+func (f *feed) attach(w *Watcher, from position) (cursor position, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped {
 		return position{}, false
 	}
-	f.watchers[w] = struct{}{}
+	joined := f.cursor
+	if joined.less(from) {
+		joined = from
+	}
+	f.watchers[w] = joined
 	return f.cursor, true
 }
 
@@ -265,14 +264,19 @@ func (f *feed) isStopped() bool {
 	return f.stopped
 }
 
-// detachAll stops the feed and sends every watcher back to attach again
-// from its own position.
-func (f *feed) detachAll() {
+// compacted stops the feed after its cursor fell out of the window: the
+// watchers that joined ahead of the cursor attach again from their own
+// position, the others fail with err.
+func (f *feed) compacted(cursor position, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
-	for w := range f.watchers {
-		w.overflowed()
+	for w, joined := range f.watchers {
+		if cursor.less(joined) {
+			w.overflowed()
+		} else {
+			w.fail(err)
+		}
 	}
 	clear(f.watchers)
 }

@@ -83,7 +83,7 @@ func (w *Watcher) attach() error {
 		w.mu.Lock()
 		w.feed, w.detached = f, false
 		w.mu.Unlock()
-		cursor, ok := f.attach(w)
+		cursor, ok := f.attach(w, w.last)
 		if !ok {
 			w.hub.forget(f)
 			continue
