@@ -1,0 +1,3 @@
+FROM scratch
+COPY etcd /etcd
+ENTRYPOINT ["/etcd"]

@@ -1,0 +1,3 @@
+FROM scratch
+COPY kgate /kgate
+ENTRYPOINT ["/kgate"]

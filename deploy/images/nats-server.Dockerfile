@@ -1,0 +1,3 @@
+FROM scratch
+COPY nats-server /nats-server
+ENTRYPOINT ["/nats-server"]
