@@ -13,20 +13,53 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	adm "github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// admission is the gateway's rest.Admission: the ServiceAccount
-// admission default, RBAC escalation prevention, and the "default"
-// ServiceAccount of each new namespace (kube-controller-manager's job
-// upstream; kgate has no controller manager).
+// admission is the gateway's rest.Admission: the admission chain
+// (admission_chain.go), which waits for the admission feed's first sync
+// as kube-apiserver waits for its informers.
 type admission struct{ g *Gateway }
 
 // Admit implements rest.Admission.
-func (a admission) Admit(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
+func (a admission) Admit(ctx context.Context, at *adm.Attributes) error {
+	c, err := a.g.admissionChain(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Admit(ctx, at)
+}
+
+// Validate implements rest.Admission.
+func (a admission) Validate(ctx context.Context, at *adm.Attributes) error {
+	c, err := a.g.admissionChain(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Validate(ctx, at)
+}
+
+// Finish implements rest.Admission.
+func (a admission) Finish(ctx context.Context, at *adm.Attributes, stored runtime.Object, err error) {
+	a.g.auth.adm.chain.Finish(ctx, at, stored, err)
+}
+
+// builtin is the gateway's own plugin: the ServiceAccount admission
+// default, RBAC escalation prevention, and the "default" ServiceAccount
+// of each new namespace (kube-controller-manager's job upstream; kgate
+// has no controller manager).
+type builtin struct{ g *Gateway }
+
+// Admit implements adm.Mutator.
+func (b builtin) Admit(_ context.Context, at *adm.Attributes) error {
+	obj, old, u, res := at.Object, at.OldObject, at.User, at.Resource
+	if at.Operation == adm.Delete {
+		return nil
+	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		if old == nil && o.Spec.ServiceAccountName == "" {
@@ -41,16 +74,28 @@ func (a admission) Admit(u user.Info, res *registry.Resource, obj, old runtime.O
 		if old != nil && onlyGCFields(obj, old) {
 			return nil
 		}
-		return a.escalation(u, res, obj, old)
+		return b.escalation(u, res, obj, old)
 	}
 	return nil
+}
+
+// Finish implements adm.Finisher: a new namespace gets its "default"
+// ServiceAccount.
+func (b builtin) Finish(ctx context.Context, at *adm.Attributes, stored runtime.Object, err error) {
+	ns, ok := stored.(*corev1.Namespace)
+	if err != nil || !ok || at.Operation != adm.Create {
+		return
+	}
+	if err := bootstrap.EnsureServiceAccount(ctx, b.g.cfg.Store, b.g.cfg.Registry, ns.Name); err != nil {
+		b.g.cfg.Logger.Warn("cannot create the default service account", "namespace", ns.Name, "err", err)
+	}
 }
 
 // escalation is kube-apiserver's policy-based storage of roles and
 // bindings: a write may grant only what its author holds, unless the
 // author may "escalate" (roles) or "bind" (bindings).
-func (a admission) escalation(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
-	e := a.g.auth.escalation
+func (b builtin) escalation(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
+	e := b.g.auth.escalation
 	gr := res.GVR().GroupResource()
 	var err error
 	var name string
@@ -115,16 +160,4 @@ func metaOf(obj runtime.Object) (*metav1.ObjectMeta, error) {
 		return &o.ObjectMeta, nil
 	}
 	return nil, errors.New("not an RBAC object")
-}
-
-// Created implements rest.Admission: a new namespace gets its "default"
-// ServiceAccount.
-func (a admission) Created(ctx context.Context, res *registry.Resource, obj runtime.Object) {
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok {
-		return
-	}
-	if err := bootstrap.EnsureServiceAccount(ctx, a.g.cfg.Store, a.g.cfg.Registry, ns.Name); err != nil {
-		a.g.cfg.Logger.Warn("cannot create the default service account", "namespace", ns.Name, "err", err)
-	}
 }

@@ -35,6 +35,7 @@ type authState struct {
 	escalation *authz.Escalation
 	tokens     *satoken.Tokens // nil without service-account keys
 	review     *review.Handler
+	adm        *admissionState // admission chain and its feed (admission_chain.go)
 }
 
 // newAuth builds authentication and authorization from the config. It
@@ -97,7 +98,7 @@ func (g *Gateway) newAuth() error {
 	if g.auth.review, err = review.New(g.base, rc); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
-	return nil
+	return g.newAdmission()
 }
 
 // rbacMode reports whether RBAC is one of the authorization modes (the
@@ -111,6 +112,7 @@ func (g *Gateway) startAuth() {
 	if g.auth.feed != nil {
 		g.auth.feed.Start()
 	}
+	g.auth.adm.feed.Start()
 }
 
 // stopAuth stops the RBAC feed (shutdown).
@@ -118,6 +120,7 @@ func (g *Gateway) stopAuth() {
 	if g.auth.feed != nil {
 		g.auth.feed.Close()
 	}
+	g.auth.adm.feed.Close()
 }
 
 // rbacReady is the /readyz check "rbac": every role and binding listed.

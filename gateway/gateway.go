@@ -120,6 +120,16 @@ type Config struct {
 	// APIAudiences are the audiences of the API (--api-audiences).
 	// Default: ServiceAccountIssuers.
 	APIAudiences []string
+
+	// Audit, limits and serving TLS (guard.go; README "Operations").
+	// Audit writes audit.k8s.io/v1 events; off without a policy file.
+	Audit AuditConfig
+	// Limits are the in-flight, per-user rate, watch and list-bytes
+	// limits; zero values disable each.
+	Limits LimitsConfig
+	// ServingTLS reloads the serving certificate from files and sets the
+	// TLS version and cipher suites on TLS.
+	ServingTLS ServingTLSConfig
 }
 
 func (c *Config) validate() error {
@@ -173,6 +183,8 @@ type Gateway struct {
 	ready    chan struct{} // closed once listening
 
 	auth authState // authorizer, RBAC feed, service-account tokens, reviews (auth.go)
+
+	guard guardState // audit, fairness, certificate reload (guard.go)
 }
 
 // New builds a gateway; Run serves it.
@@ -224,6 +236,10 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.base, g.cancelBase = context.WithCancel(context.Background())
 	if err := g.newAuth(); err != nil {
+		g.hub.Close()
+		return nil, err
+	}
+	if err := g.newGuard(); err != nil {
 		g.hub.Close()
 		return nil, err
 	}
@@ -286,6 +302,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
 	}
 	g.startAuth()
+	defer g.startGuard()()
+	ln = trackConns(ln)
 	g.mu.Lock()
 	g.listener = ln
 	g.mu.Unlock()

@@ -26,11 +26,13 @@ import (
 func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 	start := time.Now()
 	var info requestinfo.Info
+	defer g.finishRequest(rc, &info) // audit, fairness (guard.go): after the Status is written
 	defer func() {
 		// A bug in one request must not take the gateway down: answer 500
 		// and log where it happened.
 		if p := recover(); p != nil {
 			g.cfg.Logger.Error("panic serving request", "method", string(rc.Method()), "path", string(rc.Path()), "panic", p, "stack", string(debug.Stack()))
+			g.guardPanic(rc)
 			if !rc.Hijacked() {
 				g.writeError(rc, &info, fmt.Errorf("internal error: %v", p))
 			}
@@ -64,6 +66,9 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	}
 	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
 		return rest.ErrNotFoundPath
+	}
+	if err := g.guardRequest(rc, info, u); err != nil {
+		return err
 	}
 	if err := g.authorize(rc, info, u); err != nil {
 		return err
@@ -148,10 +153,11 @@ func (g *Gateway) writeError(rc *fasthttp.RequestCtx, info *requestinfo.Info, er
 	if st.Code >= 500 {
 		g.cfg.Logger.Error("request failed", "method", string(rc.Method()), "path", string(rc.Path()), "code", st.Code, "err", err)
 	}
+	g.writeStatus(rc, st)
+	// After writeStatus, which resets the response and its headers.
 	if secs, ok := apierror.RetryAfter(st); ok {
 		rc.Response.Header.Set("Retry-After", strconv.Itoa(secs))
 	}
-	g.writeStatus(rc, st)
 }
 
 func (g *Gateway) writeStatus(rc *fasthttp.RequestCtx, st *metav1.Status) {

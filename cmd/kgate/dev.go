@@ -23,6 +23,7 @@ func runDev(ctx context.Context, args []string) error {
 	splits := fs.String("range-splits", "", `split ranges, e.g. "pods=g,n,t;events=g,n,t" (default: none for one cache node, pods, events, leases and endpointslices in four for more)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	af := addAuthFlags(fs, true)
+	of := addOpsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +45,7 @@ func runDev(ctx context.Context, args []string) error {
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log,
 	}
 	af.dev(&dcfg)
+	of.dev(&dcfg)
 	c, err := devcluster.Start(ctx, dcfg)
 	if err != nil {
 		return err

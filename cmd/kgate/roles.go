@@ -128,6 +128,7 @@ func runGateway(ctx context.Context, args []string) error {
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	af := addAuthFlags(fs, false)
+	of := addOpsFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -168,6 +169,7 @@ func runGateway(ctx context.Context, args []string) error {
 		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
 	}
 	af.gateway(&cfg)
+	of.gateway(&cfg, *certFile, *keyFile)
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
 		gw, err := gateway.New(cfg)

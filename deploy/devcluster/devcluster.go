@@ -89,6 +89,13 @@ type Config struct {
 	ServiceAccountIssuers []string
 	// APIAudiences default to the issuers.
 	APIAudiences []string
+
+	// Audit, Limits and ServingTLS go to every gateway (see
+	// gateway.Config). ServingTLS's files default to the dev serving
+	// pair, reloaded when replaced.
+	Audit      gateway.AuditConfig
+	Limits     gateway.LimitsConfig
+	ServingTLS gateway.ServingTLSConfig
 }
 
 // Cluster is a running all-in-one kgate.
@@ -247,6 +254,10 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if err := cfg.serviceAccountDefaults(); err != nil {
 		return err
 	}
+	servingTLS := cfg.ServingTLS
+	if servingTLS.CertFile == "" && servingTLS.KeyFile == "" {
+		servingTLS.CertFile, servingTLS.KeyFile = c.Bundle.ServingCertFile, c.Bundle.ServingKeyFile
+	}
 	for i := range cfg.Gateways {
 		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i))
 		if err != nil {
@@ -257,13 +268,14 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 			Gateway: gateway.Config{
 				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg,
 				Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, NATS: nc, ServiceIPs: ips,
-				Replicas: cfg.Replicas,
+				Replicas:     cfg.Replicas,
 				ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
 				Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 				Logger:  log.With("component", "gateway", "gateway", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
 				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
+				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
 			Logger:     log.With("gateway", name),

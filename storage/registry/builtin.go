@@ -134,6 +134,8 @@ func Builtin() []Resource {
 
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations", Kind: "MutatingWebhookConfiguration", Singular: "mutatingwebhookconfiguration", Categories: ext, Generation: true, Prefix: "/registry/mutatingwebhookconfigurations"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations", Kind: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration", Categories: ext, Generation: true, Prefix: "/registry/validatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/validatingadmissionpolicies"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}, Generation: true, Prefix: "/registry/validatingadmissionpolicybindings"},
 	}
 }
 

@@ -2,23 +2,24 @@ package rest
 
 import (
 	"context"
+	"strings"
 
 	"github.com/valyala/fasthttp"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
 
-	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/gateway/internal/admission"
 )
 
 // Admission is what the gateway checks and adds around writes, as
-// kube-apiserver's admission plugins and policy-based storage do.
+// kube-apiserver's admission chain does: Admit is the mutating phase
+// (after defaulting, before validation; it may replace a.Object),
+// Validate the validating phase (after validation, before etcd), and
+// Finish learns how a write that was not a dry run ended.
 type Admission interface {
-	// Admit runs on each create (old nil) and update of an object of res
-	// made by u (nil when unknown), after defaulting and before
-	// validation; it may change obj, and an error rejects the write.
-	Admit(u user.Info, res *registry.Resource, obj, old runtime.Object) error
-	// Created runs after an object was created (not on a dry run).
-	Created(ctx context.Context, res *registry.Resource, obj runtime.Object)
+	Admit(ctx context.Context, a *admission.Attributes) error
+	Validate(ctx context.Context, a *admission.Attributes) error
+	Finish(ctx context.Context, a *admission.Attributes, stored runtime.Object, err error)
 }
 
 // userKey is the RequestCtx user value holding the requesting user.
@@ -34,15 +35,64 @@ func User(rc *fasthttp.RequestCtx) user.Info {
 	return u
 }
 
-func (h *Handler) admit(r *request, obj, old runtime.Object) error {
-	if h.cfg.Admission == nil {
-		return nil
+// attributes describes r's write of obj over old.
+func (h *Handler) attributes(r *request, op admission.Operation, obj, old runtime.Object, dry bool) *admission.Attributes {
+	a := &admission.Attributes{
+		User: r.user, Resource: r.res, Subresource: r.info.Subresource, Operation: op,
+		Namespace: r.info.Namespace, Name: r.info.Name, Object: obj, OldObject: old, DryRun: dry,
 	}
-	return h.cfg.Admission.Admit(r.user, r.res, obj, old)
+	if obj != nil {
+		if m, err := objectMeta(obj); err == nil {
+			if a.Name == "" {
+				a.Name = m.Name
+			}
+			if r.res.Namespaced && a.Namespace == "" {
+				a.Namespace = m.Namespace
+			}
+		}
+	}
+	return a
 }
 
-func (h *Handler) created(ctx context.Context, r *request, obj runtime.Object) {
-	if h.cfg.Admission != nil {
-		h.cfg.Admission.Created(ctx, r.res, obj)
+// admit runs both admission phases around validate, the object's own
+// validation: the mutating phase, validate, then the validating phase.
+// It returns the object as admitted.
+func (h *Handler) admit(ctx context.Context, r *request, a *admission.Attributes, validate func(obj runtime.Object) error) (runtime.Object, error) {
+	if h.cfg.Admission == nil {
+		if validate != nil {
+			return a.Object, validate(a.Object)
+		}
+		return a.Object, nil
+	}
+	defer h.warn(r, a)
+	if err := h.cfg.Admission.Admit(ctx, a); err != nil {
+		return nil, err
+	}
+	if validate != nil {
+		if err := validate(a.Object); err != nil {
+			return nil, err
+		}
+	}
+	if err := h.cfg.Admission.Validate(ctx, a); err != nil {
+		return nil, err
+	}
+	return a.Object, nil
+}
+
+// warn passes admission warnings to the client as Warning headers.
+func (h *Handler) warn(r *request, a *admission.Attributes) {
+	if r.rc == nil {
+		return
+	}
+	for _, w := range a.Warnings() {
+		w = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ").Replace(w)
+		r.rc.Response.Header.Add("Warning", `299 - "`+w+`"`)
+	}
+}
+
+// finish tells admission how a write ended.
+func (h *Handler) finish(ctx context.Context, a *admission.Attributes, stored runtime.Object, err error) {
+	if h.cfg.Admission != nil && a != nil && !a.DryRun {
+		h.cfg.Admission.Finish(ctx, a, stored, err)
 	}
 }

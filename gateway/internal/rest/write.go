@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/defaults"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
@@ -122,36 +123,49 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	}
 	strategy.PrepareForCreate(r.res, obj)
 	defaults.Apply(obj)
-	if err := h.admit(r, obj, nil); err != nil {
+	a := h.attributes(r, admission.Create, obj, nil, dry)
+	obj, err = h.admit(ctx, r, a, func(obj runtime.Object) error {
+		if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
+			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
+		}
+		return nil
+	})
+	if err != nil {
 		return &objectError{name: m.Name, err: err}
-	}
-	if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
-		return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
 	}
 	if dry {
 		return h.writeObject(r, 201, obj)
 	}
-	release, err := h.allocate(ctx, obj)
+	out, err := h.store(ctx, r, obj)
+	h.finish(ctx, a, out, err)
 	if err != nil {
 		return &objectError{name: m.Name, err: err}
+	}
+	return h.writeObject(r, 201, out)
+}
+
+// store creates obj in etcd after allocating what it needs.
+func (h *Handler) store(ctx context.Context, r *request, obj runtime.Object) (runtime.Object, error) {
+	release, err := h.allocate(ctx, obj)
+	if err != nil {
+		return nil, err
 	}
 	stored, err := h.toStored(r.res, obj)
 	if err != nil {
 		release()
-		return err
+		return nil, err
 	}
 	out, err := h.cfg.Store.Create(ctx, r.res, stored)
 	if err != nil {
 		release()
-		return &objectError{name: m.Name, err: err}
+		return nil, err
 	}
-	h.created(ctx, r, out)
-	return h.writeObject(r, 201, out)
+	return out, nil
 }
 
 // prepareUpdate turns the object a client sent (of the served kind) into
 // the object to store over cur, as the subresource asks.
-func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.Object, error) {
+func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent, cur runtime.Object) (runtime.Object, error) {
 	next, err := h.toStored(r.res, sent.DeepCopyObject())
 	if err != nil {
 		return nil, err
@@ -177,14 +191,14 @@ func (h *Handler) prepareUpdate(r *request, sent, cur runtime.Object) (runtime.O
 	}
 	defaults.Apply(next)
 	keepAllocations(next, cur)
-	if err := h.admit(r, next, cur); err != nil {
-		return nil, err
-	}
-	if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
-		m, _ := objectMeta(next)
-		return nil, apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
-	}
-	return next, nil
+	a := h.attributes(r, admission.Update, next, cur, dry)
+	return h.admit(ctx, r, a, func(next runtime.Object) error {
+		if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
+			m, _ := objectMeta(next)
+			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
+		}
+		return nil
+	})
 }
 
 func (h *Handler) update(ctx context.Context, r *request) error {
@@ -206,14 +220,14 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 		if err != nil {
 			return err
 		}
-		next, err := h.prepareUpdate(r, sent, cur)
+		next, err := h.prepareUpdate(ctx, r, true, sent, cur)
 		if err != nil {
 			return err
 		}
 		return h.writeObject(r, 200, next)
 	}
 	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
-		return h.prepareUpdate(r, sent, cur)
+		return h.prepareUpdate(ctx, r, false, sent, cur)
 	})
 	if err != nil {
 		return err
@@ -245,6 +259,29 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		return h.patchScale(ctx, r, pt, body)
 	}
 	apply := func(cur runtime.Object) (runtime.Object, error) {
+		return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
+	}
+	if dry {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		next, err := apply(cur)
+		if err != nil {
+			return err
+		}
+		return h.writeObject(r, 200, next)
+	}
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, apply)
+	if err != nil {
+		return err
+	}
+	return h.writeObject(r, 200, out)
+}
+
+// applyPatch patches cur with body and prepares the result for storage.
+func (h *Handler) applyPatch(ctx context.Context, r *request, dry bool, pt types.PatchType, fv negotiate.FieldValidation, body []byte, cur runtime.Object) (runtime.Object, error) {
+	{
 		served, err := h.toServed(r.res, cur)
 		if err != nil {
 			return nil, err
@@ -273,24 +310,8 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.Namespace == "" {
 			m.Namespace = r.info.Namespace
 		}
-		return h.prepareUpdate(r, sent, cur)
+		return h.prepareUpdate(ctx, r, dry, sent, cur)
 	}
-	if dry {
-		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
-		if err != nil {
-			return err
-		}
-		next, err := apply(cur)
-		if err != nil {
-			return err
-		}
-		return h.writeObject(r, 200, next)
-	}
-	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, apply)
-	if err != nil {
-		return err
-	}
-	return h.writeObject(r, 200, out)
 }
 
 // fillSystemFields does what kube-apiserver's BeforeUpdate does for a
@@ -414,14 +435,26 @@ func (h *Handler) delete(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	if len(opts.DryRun) > 0 {
+	dry := len(opts.DryRun) > 0
+	var a *admission.Attributes
+	if dry || h.cfg.Admission != nil {
 		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
 		if err != nil {
 			return err
 		}
-		return h.writeObject(r, 200, cur)
+		a = h.attributes(r, admission.Delete, nil, cur, dry)
+		a.Options = opts
+		if _, err := h.admit(ctx, r, a, nil); err != nil {
+			return err
+		}
+		if dry {
+			return h.writeObject(r, 200, cur)
+		}
 	}
 	obj, deleted, err := h.cfg.Store.Delete(ctx, r.res, r.info.Namespace, r.info.Name, sopts)
+	if deleted || err != nil {
+		h.finish(ctx, a, obj, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -462,11 +495,20 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 				continue
 			}
 			m, _ := objectMeta(obj)
-			if len(opts.DryRun) > 0 {
+			dry := len(opts.DryRun) > 0
+			a := h.attributes(r, admission.Delete, nil, obj, dry)
+			a.Namespace, a.Name, a.Options = m.Namespace, m.Name, opts
+			if _, err := h.admit(ctx, r, a, nil); err != nil {
+				return err
+			}
+			if dry {
 				deletedObjs = append(deletedObjs, obj)
 				continue
 			}
 			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, sopts)
+			if deleted || err != nil {
+				h.finish(ctx, a, out, err)
+			}
 			if errors.Is(err, storage.ErrNotFound) {
 				continue
 			}

@@ -1,0 +1,562 @@
+package devcluster_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// webhookServer is a real admission webhook over HTTPS, with a CA of its
+// own: /mutate adds the label "mutated", /validate denies objects
+// labelled deny=true, /slow answers after two seconds.
+type webhookServer struct {
+	srv    *httptest.Server
+	caPEM  []byte
+	mu     sync.Mutex // guards dryRuns
+	dryRun []bool     // dryRun of each review received
+}
+
+func newWebhookServer(t *testing.T) *webhookServer {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &webhookServer{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
+	w.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	w.srv.StartTLS()
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(rw, "bad review", http.StatusBadRequest)
+		return
+	}
+	req := review.Request
+	w.mu.Lock()
+	w.dryRun = append(w.dryRun, req.DryRun != nil && *req.DryRun)
+	w.mu.Unlock()
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	var obj struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	_ = json.Unmarshal(req.Object.Raw, &obj)
+	switch r.URL.Path {
+	case "/mutate":
+		var patch string
+		if obj.Metadata.Labels == nil {
+			patch = `[{"op":"add","path":"/metadata/labels","value":{"mutated":"yes"}}]`
+		} else {
+			patch = `[{"op":"add","path":"/metadata/labels/mutated","value":"yes"}]`
+		}
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = []byte(patch), &pt
+		resp.Warnings = []string{"mutated by the test webhook"}
+	case "/validate":
+		if obj.Metadata.Labels["deny"] == "true" {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "denied by test"}
+		}
+	case "/slow":
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+	}
+	review.Response = resp
+	review.Request = nil
+	_ = json.NewEncoder(rw).Encode(review)
+}
+
+func (w *webhookServer) dryRuns() []bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]bool(nil), w.dryRun...)
+}
+
+func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	u := w.srv.URL + path
+	return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: w.caPEM}
+}
+
+// admissionNamespace creates a namespace labelled for the tests' webhook
+// and policy selectors, so they touch nothing else of the shared cluster.
+func admissionNamespace(t *testing.T, cs kubernetes.Interface, prefix string) string {
+	t.Helper()
+	ns := uniqueNS(prefix)
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{"admission-test": ns},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func configMap(name string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func nsSelector(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{"admission-test": ns}}
+}
+
+var configMapRules = []admissionregistrationv1.RuleWithOperations{{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+}}
+
+// warnings records the Warning headers client-go receives.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, text)
+	w.mu.Unlock()
+}
+
+func (w *warnings) all() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.msgs, "\n")
+}
+
+func TestAdmissionWebhooks(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	ns := admissionNamespace(t, cs, "webhooks")
+	none := admissionregistrationv1.SideEffectClassNone
+	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "mutate.kgate.test", ClientConfig: wh.clientConfig("/mutate"), Rules: configMapRules,
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy: &ifNeeded,
+		}},
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "deny.kgate.test", ClientConfig: wh.clientConfig("/validate"), Rules: configMapRules,
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+
+	// The gateway learns of the configurations through its feed.
+	n := 0
+	eventually(t, "the mutating webhook applies", func() error {
+		n++
+		cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("probe-"+string(rune('a'+n%26))+time.Now().Format("150405.000000"), nil), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Labels["mutated"] != "yes" {
+			return errNotYet
+		}
+		return nil
+	})
+
+	w := &warnings{}
+	cfg := rest.CopyConfig(restConfig(t, c, true, nil))
+	cfg.WarningHandler = w
+	wcs := kubernetes.NewForConfigOrDie(cfg)
+	cm, err := wcs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("labelled", map[string]string{"app": "x"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["mutated"] != "yes" || cm.Labels["app"] != "x" {
+		t.Errorf("labels = %v, want mutated=yes and app=x", cm.Labels)
+	}
+	if !strings.Contains(w.all(), "mutated by the test webhook") {
+		t.Errorf("warnings = %q, want the webhook's", w.all())
+	}
+
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("denied", map[string]string{"deny": "true"}), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `admission webhook "deny.kgate.test" denied the request: denied by test`) {
+		t.Errorf("create denied: err = %v, want 403 from the webhook", err)
+	}
+
+	// A dry run reaches the webhooks with dryRun=true and stores nothing.
+	before := len(wh.dryRuns())
+	out, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Labels["mutated"] != "yes" {
+		t.Errorf("dry run labels = %v, want mutated", out.Labels)
+	}
+	seen := wh.dryRuns()[before:]
+	if len(seen) == 0 {
+		t.Fatal("the webhooks saw no dry run")
+	}
+	for _, d := range seen {
+		if !d {
+			t.Errorf("webhook saw dryRun=false on a dry run: %v", seen)
+		}
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("dry-run object: err = %v, want NotFound", err)
+	}
+
+	// A webhook with side effects refuses dry runs.
+	unknown := admissionregistrationv1.SideEffectClassSome
+	vwc2 := vwc.DeepCopy()
+	vwc2.ObjectMeta = metav1.ObjectMeta{Name: ns + "-some"}
+	vwc2.Webhooks[0].Name = "some.kgate.test"
+	vwc2.Webhooks[0].SideEffects = &unknown
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc2, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, vwc2.Name, metav1.DeleteOptions{})
+	})
+	eventually(t, "dry run refused by a webhook with side effects", func() error {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("dry2", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsBadRequest(err) && strings.Contains(err.Error(), `admission webhook "some.kgate.test" does not support dry run`) {
+			return nil
+		}
+		if err == nil {
+			return errNotYet
+		}
+		return err
+	})
+}
+
+var errNotYet = apierrors.NewServiceUnavailable("not yet")
+
+func TestAdmissionWebhookTimeout(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	none := admissionregistrationv1.SideEffectClassNone
+	one := int32(1)
+	for _, tc := range []struct {
+		policy admissionregistrationv1.FailurePolicyType
+		fails  bool
+	}{{admissionregistrationv1.Ignore, false}, {admissionregistrationv1.Fail, true}} {
+		ns := admissionNamespace(t, cs, "timeout-"+strings.ToLower(string(tc.policy)))
+		fp := tc.policy
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: ns},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "slow.kgate.test", ClientConfig: wh.clientConfig("/slow"), Rules: configMapRules, FailurePolicy: &fp,
+				NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: &one,
+			}},
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+		})
+		i := 0
+		eventually(t, string(tc.policy), func() error {
+			i++
+			start := time.Now()
+			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("cm-"+string(rune('a'+i)), nil), metav1.CreateOptions{})
+			if time.Since(start) < 900*time.Millisecond {
+				if err != nil {
+					return err
+				}
+				return errNotYet // the feed has not seen the webhook yet
+			}
+			if tc.fails {
+				if apierrors.IsInternalError(err) && strings.Contains(err.Error(), `failed calling webhook "slow.kgate.test"`) {
+					return nil
+				}
+				t.Fatalf("failurePolicy Fail: err = %v, want 500 failed calling webhook", err)
+			}
+			if err != nil {
+				t.Fatalf("failurePolicy Ignore: err = %v, want success", err)
+			}
+			return nil
+		})
+	}
+}
+
+func TestValidatingAdmissionPolicy(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "vap")
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-policy"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: configMapRules[0],
+			}}},
+			Validations: []admissionregistrationv1.Validation{
+				{Expression: "!has(object.data) || !('forbidden' in object.data)", Message: "the key forbidden is not allowed"},
+				{Expression: "object.metadata.name.size() < 20", MessageExpression: "'name ' + object.metadata.name + ' is too long'"},
+			},
+		},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, pol.Name, metav1.DeleteOptions{})
+	})
+	b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-binding"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: pol.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: nsSelector(ns)},
+		},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+	})
+	want := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b.Name + "' denied request: the key forbidden is not allowed"
+	eventually(t, "the policy denies", func() error {
+		cm := configMap("bad", nil)
+		cm.Data = map[string]string{"forbidden": "x"}
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		if err == nil {
+			cs.CoreV1().ConfigMaps(ns).Delete(ctx, "bad", metav1.DeleteOptions{})
+			return errNotYet
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want 422 %q", err, want)
+		}
+		return nil
+	})
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("a-name-that-is-far-too-long", nil), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "denied request: name a-name-that-is-far-too-long is too long") {
+		t.Errorf("messageExpression: err = %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("good", nil), metav1.CreateOptions{}); err != nil {
+		t.Errorf("allowed create: %v", err)
+	}
+}
+
+func TestNamespaceLifecycle(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	_, err := cs.CoreV1().ConfigMaps("no-such-namespace").Create(ctx, configMap("x", nil), metav1.CreateOptions{})
+	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `namespaces "no-such-namespace" not found`) {
+		t.Errorf("create in a missing namespace: err = %v, want NotFound", err)
+	}
+	for _, ns := range []string{"default", "kube-system", "kube-public"} {
+		err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "this namespace may not be deleted") {
+			t.Errorf("delete %s: err = %v, want Forbidden", ns, err)
+		}
+	}
+	// A namespace being terminated takes no new content.
+	ns := uniqueNS("terminating")
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: ns, Finalizers: []string{"kgate.test/hold"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cur, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+			cur.Finalizers = nil
+			cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{})
+		}
+	})
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("x", nil), metav1.CreateOptions{})
+	want := "unable to create new content in namespace " + ns + " because it is being terminated"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("create in a terminating namespace: err = %v, want Forbidden %q", err, want)
+	}
+}
+
+func TestResourceQuota(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "quota")
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("existing", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"configmaps": resource.MustParse("1")}},
+	}
+	q, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := func() int64 {
+		t.Helper()
+		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := cur.Status.Used["configmaps"]
+		return u.Value()
+	}
+	if u := used(); u != 1 {
+		t.Fatalf("used after create = %d, want the existing configmap counted", u)
+	}
+	// Wait until the gateway's feed has the (full) quota: a dry run is
+	// refused and nothing is charged meanwhile.
+	eventually(t, "the quota applies", func() error {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: q") {
+			return nil
+		}
+		if err == nil {
+			return errNotYet
+		}
+		return err
+	})
+	q, err = cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard["configmaps"] = resource.MustParse("3")
+	if _, err := cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"second", "third"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("over", nil), metav1.CreateOptions{})
+	want := "exceeded quota: q, requested: configmaps=1, used: configmaps=3, limited: configmaps=3"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("over quota: err = %v, want 403 %q", err, want)
+	}
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 || used() != 3 {
+		t.Errorf("configmaps = %d, used = %d, want 3 and 3", len(list.Items), used())
+	}
+	// A deletion refunds; a dry run is checked but not charged.
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, "existing", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(); u != 2 {
+		t.Errorf("used after delete = %d, want 2", u)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatal(err)
+	}
+	if u := used(); u != 2 {
+		t.Errorf("used after a dry run = %d, want 2", u)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("dry-run object: err = %v, want NotFound", err)
+	}
+}
+
+func TestLimitRanger(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "limits")
+	lr := &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "lr"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type:           corev1.LimitTypeContainer,
+			Default:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+			DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			Max:            corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		}}},
+	}
+	if _, err := cs.CoreV1().LimitRanges(ns).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, limit string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		if limit != "" {
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}
+		}
+		return p
+	}
+	i := 0
+	eventually(t, "the LimitRange defaults pods", func() error {
+		i++
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod("p"+string(rune('a'+i)), ""), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		got := p.Spec.Containers[0].Resources
+		if got.Limits.Cpu().String() != "500m" || got.Requests.Cpu().String() != "100m" {
+			return errNotYet
+		}
+		return nil
+	})
+	_, err := cs.CoreV1().Pods(ns).Create(ctx, pod("big", "2"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "maximum cpu usage per Container is 1, but limit is 2") {
+		t.Errorf("over max: err = %v, want Forbidden", err)
+	}
+}

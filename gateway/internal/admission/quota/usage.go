@@ -1,0 +1,97 @@
+package quota
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// countedCore are the core resources quota counts by their bare name.
+var countedCore = map[string]bool{
+	"pods": true, "services": true, "configmaps": true, "secrets": true,
+	"persistentvolumeclaims": true,
+	"replicationcontrollers": true, "resourcequotas": true,
+}
+
+// countName is the "count/<resource>.<group>" name of gr.
+func countName(gr schema.GroupResource) corev1.ResourceName {
+	if gr.Group == "" {
+		return corev1.ResourceName("count/" + gr.Resource)
+	}
+	return corev1.ResourceName("count/" + gr.Resource + "." + gr.Group)
+}
+
+// parseCount returns the resource a count name counts.
+func parseCount(name corev1.ResourceName) (schema.GroupResource, bool) {
+	n := string(name)
+	if countedCore[n] {
+		return schema.GroupResource{Resource: n}, true
+	}
+	rest, ok := strings.CutPrefix(n, "count/")
+	if !ok {
+		return schema.GroupResource{}, false
+	}
+	r, g, _ := strings.Cut(rest, ".")
+	return schema.GroupResource{Group: g, Resource: r}, true
+}
+
+// usage is what obj of gr consumes of every quota resource kgate tracks.
+func usage(gr schema.GroupResource, obj runtime.Object) corev1.ResourceList {
+	one := resource.MustParse("1")
+	u := corev1.ResourceList{countName(gr): one}
+	if gr.Group == "" && countedCore[gr.Resource] {
+		u[corev1.ResourceName(gr.Resource)] = one
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		req, lim := podRequests(pod)
+		for n, q := range req {
+			u[corev1.ResourceName("requests."+string(n))] = q
+			u[n] = q
+		}
+		for n, q := range lim {
+			u[corev1.ResourceName("limits."+string(n))] = q
+		}
+	}
+	return u
+}
+
+// podRequests sums the containers' requests and limits, then takes the
+// larger of that and each init container's, as upstream's evaluator.
+func podRequests(pod *corev1.Pod) (req, lim corev1.ResourceList) {
+	req, lim = corev1.ResourceList{}, corev1.ResourceList{}
+	for _, c := range pod.Spec.Containers {
+		add(req, c.Resources.Requests)
+		add(lim, c.Resources.Limits)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		maxOf(req, c.Resources.Requests)
+		maxOf(lim, c.Resources.Limits)
+	}
+	for _, l := range []corev1.ResourceList{req, lim} {
+		for n := range l {
+			if n != corev1.ResourceCPU && n != corev1.ResourceMemory && n != corev1.ResourceEphemeralStorage {
+				delete(l, n)
+			}
+		}
+	}
+	return req, lim
+}
+
+func add(into, l corev1.ResourceList) {
+	for n, q := range l {
+		cur := into[n]
+		cur.Add(q)
+		into[n] = cur
+	}
+}
+
+func maxOf(into, l corev1.ResourceList) {
+	for n, q := range l {
+		if cur, ok := into[n]; !ok || q.Cmp(cur) > 0 {
+			into[n] = q.DeepCopy()
+		}
+	}
+}
