@@ -16,7 +16,7 @@ KUBECTL_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z
 
-.PHONY: help build kubectl run test test-unit test-integration test-e2e bench fuzz verify clean
+.PHONY: help build kubectl run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,7 +43,39 @@ test-integration: build kubectl ## integration and end-to-end tests without -rac
 test-e2e: build kubectl ## the end-to-end tests alone
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) $(GO) test -count=1 -v ./cmd/kgate/e2e/
 
-bench: ## micro-benchmarks with allocations
+# bench: the load harness (bench/) against a kgate dev it starts and stops
+# itself; results in bench/results/<timestamp>/ (results.json, results.md,
+# PNG plots). BENCH_FLAGS overrides the short default suite; see
+# bench/README.md for running any scenario against another server.
+BENCH      := $(BIN)/kgate-bench
+BENCH_OUT  ?= bench/results
+BENCH_FLAGS ?= --runs 3 --duration 2s --concurrency 8 \
+	--namespaces 10 --pods 1000 --configmaps 200 --configmap-size 1024 \
+	--scenario memory,pods=6000 \
+	--scenario get \
+	--scenario list,variants=ns/consistent/all/proto+ns/rv0/all/json+cluster/consistent/paged/proto+cluster/rv0/all/json \
+	--scenario watch,watchers=50,events=50 \
+	--scenario write \
+	--scenario mixed,informers=3,rate=50 \
+	--scenario etcd \
+	--cleanup=false
+
+.PHONY: bench bench-build bench-against bench-micro
+
+bench: build bench-build ## load suite against a fresh kgate dev (~3 min): JSON, Markdown, PNG in bench/results/
+	$(BENCH) --start-kgate $(KGATE) --out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-build: ## build bin/kgate-bench
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BENCH) ./bench/cmd/kgate-bench
+
+bench-against: bench-build ## the same suite against KUBECONFIG (and COMPARE_KUBECONFIG, PIDS, ETCD_ENDPOINTS if set)
+	@test -n "$(KUBECONFIG)" || { echo "set KUBECONFIG=path (COMPARE_KUBECONFIG, PIDS, COMPARE_PIDS, ETCD_ENDPOINTS optional)"; exit 1; }
+	$(BENCH) --kubeconfig $(KUBECONFIG) $(if $(PIDS),--pids $(PIDS)) \
+		$(if $(COMPARE_KUBECONFIG),--compare-kubeconfig $(COMPARE_KUBECONFIG)) $(if $(COMPARE_PIDS),--compare-pids $(COMPARE_PIDS)) \
+		$(if $(ETCD_ENDPOINTS),--etcd-endpoints $(ETCD_ENDPOINTS)) \
+		--out $(BENCH_OUT) $(filter-out --cleanup=false,$(BENCH_FLAGS))
+
+bench-micro: ## micro-benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./...
 
 fuzz: ## run every fuzz target for $(FUZZTIME)
@@ -57,6 +89,16 @@ verify: ## gofmt, go vet, go.mod tidiness
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+
+cluster: build etcd-nats ## run etcd, nats-server, 3 cache nodes and 2 gateways as separate processes (Ctrl-C stops)
+	BIN=$(BIN) ./deploy/local/cluster.sh
+
+etcd-nats: ## build bin/etcd and bin/nats-server from their Go modules (static)
+	cd deploy/local/etcd && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/etcd .
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+
+images: build etcd-nats ## build kgate/kgate, kgate/etcd, kgate/nats-server images FROM scratch (local Docker)
+	BIN=$(BIN) ./deploy/images/build.sh
 
 clean: ## remove bin/
 	rm -rf $(BIN)
