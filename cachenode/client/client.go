@@ -158,7 +158,16 @@ func (c *Client) do(ctx context.Context, req *fasthttp.Request, what string) ([]
 	}
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	if err := c.hc.DoDeadline(req, resp, deadline); err != nil {
+	err := c.hc.DoDeadline(req, resp, deadline)
+	if errors.Is(err, fasthttp.ErrConnectionClosed) {
+		// The node closed a pooled connection before answering: it
+		// restarted on its address, and every idle connection to the old
+		// process is dead (fasthttp's own retries draw them one by one).
+		// Drop them and try once more on a fresh connection.
+		c.hc.CloseIdleConnections()
+		err = c.hc.DoDeadline(req, resp, deadline)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("cannot %s: cache node %s: %w: %w", what, c.addr, storage.ErrUnavailable, err)
 	}
 	if resp.StatusCode() != fasthttp.StatusOK {

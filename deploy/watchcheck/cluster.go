@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -22,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -76,17 +74,17 @@ type NodeStart struct {
 // that the NATS server and the cache node can be stopped and started again
 // on the same addresses, and the node's NATS messages can be dropped.
 type Cluster struct {
+	// Truth reads etcd (Etcd, Codec, and Resource: the registry's
+	// configmaps resource).
+	Truth
 	cfg      Config
 	log      *slog.Logger
 	etcdSrv  *embedded.Server
-	Etcd     *clientv3.Client
 	Registry *registry.Registry
-	Codec    *codec.Codec
 	Ranges   *ranges.Table
-	// Resource is the registry's configmaps resource; RangeID its range.
-	Resource *registry.Resource
-	RangeID  string
-	Bundle   *pki.Bundle
+	// RangeID is the range of ConfigMaps.
+	RangeID string
+	Bundle  *pki.Bundle
 	// Metrics is the gateway's registry (watch hub metrics included).
 	Metrics *prometheus.Registry
 
@@ -425,9 +423,18 @@ func (c *Cluster) Kubeconfig() string { return c.Bundle.KubeconfigFile }
 // RESTConfig returns a client config for the admin user with userAgent,
 // speaking protobuf when asked, without client-side rate limits.
 func (c *Cluster) RESTConfig(userAgent string, protobuf bool) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Bundle.KubeconfigFile)
+	return restConfig(c.Bundle.KubeconfigFile, "", userAgent, protobuf)
+}
+
+// restConfig loads the admin kubeconfig, with host (when set) as the
+// server, userAgent, protobuf when asked, and no client-side rate limits.
+func restConfig(kubeconfig, host, userAgent string, protobuf bool) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cannot load kubeconfig: %w", err)
+	}
+	if host != "" {
+		cfg.Host = "https://" + host
 	}
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = 10000, 20000
@@ -440,27 +447,7 @@ func (c *Cluster) RESTConfig(userAgent string, protobuf bool) (*rest.Config, err
 
 // Counter sums every series of the counter or gauge name in the
 // gateway's metrics.
-func (c *Cluster) Counter(name string) float64 {
-	mfs, err := c.Metrics.Gather()
-	if err != nil {
-		return -1
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
+func (c *Cluster) Counter(name string) float64 { return sumMetric(c.Metrics, name, nil) }
 
 // Close stops everything in reverse order of start.
 func (c *Cluster) Close() error {
@@ -500,78 +487,4 @@ func (c *Cluster) Close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ObjectOf is what the checks compare of cm.
-func ObjectOf(cm *corev1.ConfigMap) (*Object, error) {
-	rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("bad resourceVersion %q of %s/%s: %w", cm.ResourceVersion, cm.Namespace, cm.Name, err)
-	}
-	var ls map[string]string
-	if len(cm.Labels) > 0 {
-		ls = maps.Clone(cm.Labels)
-	}
-	return &Object{Namespace: cm.Namespace, Name: cm.Name, Labels: ls, Data: cm.Data["v"], RV: rv}, nil
-}
-
-// ConfigMaps reads the ConfigMaps of namespace ns ("" for all) from etcd
-// at revision rev (0: the current one), by namespace/name, and returns
-// the revision read.
-func (c *Cluster) ConfigMaps(ctx context.Context, ns string, rev int64) (map[string]*Object, int64, error) {
-	prefix := c.Resource.ListPrefix(ns)
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	out := map[string]*Object{}
-	from := prefix
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1000)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := c.Etcd.Get(ctx, from, opts...)
-		if err != nil {
-			return nil, 0, fmt.Errorf("cannot read %s at %d from etcd: %w", prefix, rev, err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			o, err := c.decode(kv.Value, kv.ModRevision)
-			if err != nil {
-				return nil, 0, fmt.Errorf("cannot decode %s: %w", kv.Key, err)
-			}
-			out[o.Key()] = o
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return out, rev, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
-}
-
-func (c *Cluster) decode(value []byte, rev int64) (*Object, error) {
-	var cm corev1.ConfigMap
-	if err := c.Codec.Decode(value, &cm); err != nil {
-		return nil, err
-	}
-	cm.ResourceVersion = strconv.FormatInt(rev, 10)
-	return ObjectOf(&cm)
-}
-
-// ConfigMap reads one ConfigMap from etcd at rev (0: now); nil when it
-// does not exist there.
-func (c *Cluster) ConfigMap(ctx context.Context, ns, name string, rev int64) (*Object, int64, error) {
-	var opts []clientv3.OpOption
-	if rev != 0 {
-		opts = append(opts, clientv3.WithRev(rev))
-	}
-	resp, err := c.Etcd.Get(ctx, c.Resource.Key(ns, name), opts...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("cannot read %s/%s at %d from etcd: %w", ns, name, rev, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, resp.Header.Revision, nil
-	}
-	o, err := c.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
-	return o, resp.Header.Revision, err
 }

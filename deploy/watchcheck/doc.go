@@ -7,7 +7,16 @@
 //
 // The package holds the helpers: Cluster, an in-process kgate whose NATS
 // server and cache node can be stopped and started again on the same
-// addresses, and History, the model of the writes from which expected
-// watch streams and states are derived. The checks themselves are tests
-// (go test ./deploy/watchcheck; see watch_test.go for the soak knobs).
+// addresses; Multi, kgate scaled out (cache nodes and gateways composed
+// by deploy/role, each killed, stopped and started on its own); Proxy, an
+// L4 load balancer in front of gateways; Truth, etcd read directly; and
+// History, the model of the writes from which expected watch streams and
+// states are derived. The checks themselves are tests
+// (go test ./deploy/watchcheck; see watch_test.go for the soak knobs):
+// the contract on one node under faults (TestWatchContract) and scaled out
+// under node and gateway failures (TestScaleOutContract), the
+// resourceVersion table (TestResourceVersionTable), a gateway drained
+// under informers (TestGatewayDrain), lists during rebalancing
+// (TestListDuringRebalance) and reads across split ranges
+// (TestSplitRanges).
 package watchcheck

@@ -24,6 +24,7 @@ import (
 // must leave the connection usable, or closed: Go clients put it back in
 // their pool and send the next request on it.
 func TestRequestAfterWatchEnds(t *testing.T) {
+	parallel(t)
 	c := startCluster(t)
 	cfg, err := c.RESTConfig("watchcheck/reuse", false)
 	if err != nil {
@@ -57,6 +58,7 @@ func TestRequestAfterWatchEnds(t *testing.T) {
 // bounds each Next by the next bookmark, and a catch-up inside Next
 // inherits that deadline.
 func TestCatchUpAcrossBookmarkTick(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("integration test: skipped under -short")
 	}
@@ -133,6 +135,7 @@ func statusOf(ev watch.Event) string {
 // A lost NATS message must be repaired even when the range then goes
 // quiet: here the last event is lost, and nothing else happens in etcd.
 func TestLostLastEventIsDelivered(t *testing.T) {
+	parallel(t)
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -82,6 +82,24 @@ func (h *History) Add(w Write) error {
 	return nil
 }
 
+// Insert adds w at its place in revision order: a write whose outcome
+// was unknown (its connection broke) may be found made only after later
+// writes were recorded. Slices Writes returned before stay as they were.
+func (h *History) Insert(w Write) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := sort.Search(len(h.writes), func(i int) bool { return h.writes[i].Rev >= w.Rev })
+	if i < len(h.writes) && h.writes[i].Rev == w.Rev {
+		return fmt.Errorf("write %s %s at %d: %s %s has that revision", w.Op, w.Key(), w.Rev, h.writes[i].Op, h.writes[i].Key())
+	}
+	if i == len(h.writes) {
+		h.writes = append(h.writes, w)
+		return nil
+	}
+	h.writes = slices.Insert(slices.Clone(h.writes), i, w)
+	return nil
+}
+
 // Writes returns the writes so far; the caller must not change them.
 func (h *History) Writes() []Write {
 	h.mu.Lock()

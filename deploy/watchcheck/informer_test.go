@@ -37,6 +37,17 @@ type countingLW struct {
 	watches     int
 	seen        int64 // newest revision seen: list, events, bookmarks, watch requests
 	expired     []informerExpiry
+	log         []watchLog // every watch request, in order
+}
+
+// watchLog is one watch request of an informer and how its stream went.
+type watchLog struct {
+	From      string // resourceVersion asked for
+	WatchList bool
+	Err       error  // the request failed
+	Events    int    // events delivered, bookmarks included
+	Last      string // type of the last event
+	LastRV    string // its resourceVersion (a Status: its code)
 }
 
 // informerExpiry is a 410 an informer's watch got.
@@ -76,9 +87,14 @@ func (c *countingLW) listerWatcher() cache.ListerWatcher {
 			if opts.ResourceVersion != "0" {
 				c.see(opts.ResourceVersion)
 			}
+			idx := len(c.log)
+			c.log = append(c.log, watchLog{From: opts.ResourceVersion, WatchList: list})
 			c.mu.Unlock()
 			w, err := c.cs.CoreV1().ConfigMaps("").Watch(ctx, opts)
 			if err != nil {
+				c.mu.Lock()
+				c.log[idx].Err = err
+				c.mu.Unlock()
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					c.mu.Lock()
 					c.expired = append(c.expired, informerExpiry{At: time.Now(), Seen: c.seen})
@@ -89,8 +105,12 @@ func (c *countingLW) listerWatcher() cache.ListerWatcher {
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				c.mu.Lock()
 				defer c.mu.Unlock()
+				l := &c.log[idx]
+				l.Events++
+				l.Last = string(ev.Type)
 				switch o := ev.Object.(type) {
 				case *corev1.ConfigMap:
+					l.LastRV = o.ResourceVersion
 					if ev.Type == watch.Bookmark && o.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
 						c.watchListOK++
 					}
@@ -98,6 +118,7 @@ func (c *countingLW) listerWatcher() cache.ListerWatcher {
 						c.see(o.ResourceVersion)
 					}
 				case *metav1.Status:
+					l.LastRV = strconv.Itoa(int(o.Code))
 					if o.Code == 410 {
 						c.expired = append(c.expired, informerExpiry{At: time.Now(), Seen: c.seen})
 					}
@@ -127,39 +148,58 @@ type informer struct {
 
 // startInformers starts two ConfigMap informers, the first with client-go's
 // WatchListClient feature off (LIST then WATCH), the second with it on
-// (a watch with sendInitialEvents=true). The feature is read when a
-// reflector is made, so each is synced before the gate changes.
-func startInformers(ctx context.Context, t *testing.T, c *Cluster) []*informer {
+// (a watch with sendInitialEvents=true).
+func startInformers(ctx context.Context, t *testing.T, client func(agent string, protobuf bool, i int) kubernetes.Interface) []*informer {
 	t.Helper()
 	var out []*informer
-	for _, watchList := range []bool{false, true} {
-		clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+	for i, watchList := range []bool{false, true} {
 		name := "informer-list"
 		if watchList {
 			name = "informer-watchlist"
 		}
-		cs := clientset(t, c, "watchcheck/"+name, true)
-		lw := &countingLW{cs: cs}
-		factory := informers.NewSharedInformerFactory(cs, 0)
-		inf := factory.InformerFor(&corev1.ConfigMap{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
-			return cache.NewSharedIndexInformer(lw.listerWatcher(), &corev1.ConfigMap{}, 0, cache.Indexers{})
-		})
-		factory.Start(ctx.Done())
-		t.Cleanup(factory.Shutdown)
-		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				t.Fatalf("%s: %v not synced", name, typ)
-			}
-		}
-		lw.mu.Lock()
-		lists, watchLists := lw.listsOK, lw.watchListOK
-		lw.mu.Unlock()
-		if watchList && (watchLists != 1 || lists != 0) || !watchList && (lists != 1 || watchLists != 0) {
-			t.Errorf("%s synced with %d LISTs and %d WatchLists", name, lists, watchLists)
-		}
-		out = append(out, &informer{name: name, lw: lw, inf: inf})
+		out = append(out, startInformer(ctx, t, name, client("watchcheck/"+name, true, i), watchList, nil))
 	}
 	return out
+}
+
+// startInformer starts a ConfigMap informer of cs, with client-go's
+// WatchListClient feature as asked, handler (when not nil) added before it
+// starts, and waits until it is synced. The feature is read when the
+// reflector is made, so the gate may change once this returns.
+func startInformer(ctx context.Context, t *testing.T, name string, cs kubernetes.Interface, watchList bool, handler cache.ResourceEventHandler) *informer {
+	t.Helper()
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+	lw := &countingLW{cs: cs}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	inf := factory.InformerFor(&corev1.ConfigMap{}, func(kubernetes.Interface, time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(lw.listerWatcher(), &corev1.ConfigMap{}, 0, cache.Indexers{})
+	})
+	if handler != nil {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory.Start(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("%s: %v not synced", name, typ)
+		}
+	}
+	lw.mu.Lock()
+	lists, watchLists := lw.listsOK, lw.watchListOK
+	lw.mu.Unlock()
+	if watchList && (watchLists != 1 || lists != 0) || !watchList && (lists != 1 || watchLists != 0) {
+		t.Errorf("%s synced with %d LISTs and %d WatchLists", name, lists, watchLists)
+	}
+	return &informer{name: name, lw: lw, inf: inf}
+}
+
+// watches returns the informer's watch requests so far.
+func (in *informer) watches() []watchLog {
+	in.lw.mu.Lock()
+	defer in.lw.mu.Unlock()
+	return append([]watchLog(nil), in.lw.log...)
 }
 
 // storeState is the informer's store as Objects by namespace/name.

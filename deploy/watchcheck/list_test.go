@@ -21,6 +21,7 @@ import (
 // writer keeps changing them: the pages together must be exactly the state
 // at the first page's resourceVersion, read from etcd at that revision.
 func TestPaginatedList(t *testing.T) {
+	parallel(t)
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

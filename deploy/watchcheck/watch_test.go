@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kgate/kgate/cachenode/event"
 )
@@ -31,7 +32,7 @@ var (
 	flagKeys     = flag.Int("watchcheck.keys", envInt("WATCHCHECK_KEYS", 12), "ConfigMap names per namespace (4 namespaces)")
 	flagSeed     = flag.Uint64("watchcheck.seed", uint64(envInt("WATCHCHECK_SEED", 0)), "random seed; 0 picks one (logged)")
 	flagDrop     = flag.Float64("watchcheck.drop", envFloat("WATCHCHECK_DROP", 0.1), "share of NATS event messages dropped in the drop run")
-	flagObjects  = flag.Int("watchcheck.objects", envInt("WATCHCHECK_OBJECTS", 5000), "ConfigMaps in the paginated list test")
+	flagObjects  = flag.Int("watchcheck.objects", envInt("WATCHCHECK_OBJECTS", 2500), "ConfigMaps in the paginated list test")
 	// See TestRequestAfterWatchEnds: a connection that carried a watch
 	// hangs the next request on it, so by default clients do not reuse
 	// them; -watchcheck.reuse=true shows the hang in the contract runs.
@@ -81,6 +82,16 @@ func seed(t *testing.T) uint64 {
 	return s
 }
 
+// parallel marks t parallel, after the sequential tests, unless -short
+// skips it anyway. Tests with informers (startInformers) set client-go's
+// feature gates for the whole process and must stay sequential.
+func parallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: skipped under -short")
+	}
+	t.Parallel()
+}
+
 // startCluster starts a cluster for t, closed at its end.
 func startCluster(t *testing.T) *Cluster {
 	t.Helper()
@@ -107,6 +118,13 @@ func clientset(t *testing.T, c *Cluster, agent string, protobuf bool) kubernetes
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newClientset(t, cfg)
+}
+
+// newClientset makes a clientset of cfg that (unless -watchcheck.reuse)
+// does not reuse connections that carried a watch.
+func newClientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
 	if !*flagReuse {
 		cfg.WrapTransport = closeAfterWatch
 	}
@@ -176,30 +194,8 @@ func TestWatchContract(t *testing.T) {
 	}
 }
 
-// runStats are the counts of one run.
-type runStats struct {
-	writes, failedWrites                 int
-	initial, delivered, bookmarks        int
-	resumes, startErrs, streamErrs       int
-	expired, justified                   int
-	dropped                              int64
-	repairs, catchups, overflows, feedEv float64
-	relists                              []string
-	errSamples                           map[string]int
-}
-
 func runContract(t *testing.T, f fault, seed uint64) {
 	c := startCluster(t)
-	d := *flagDuration
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+4*d)
-	defer cancel()
-	rng := rand.New(rand.NewPCG(seed, 2))
-	namespaces := []string{"ns-0", "ns-1", "ns-2", "ns-3"}
-	admin := clientset(t, c, "watchcheck/writer", false)
-	createNamespaces(ctx, t, admin, namespaces...)
-	hist := &History{}
-	wr := newWriter(c, admin, hist, seed, namespaces, *flagKeys)
-
 	var dropped atomic.Int64
 	if f == faultDrop {
 		share := *flagDrop
@@ -211,116 +207,57 @@ func runContract(t *testing.T, f fault, seed uint64) {
 			return true
 		})
 	}
-	infs := startInformers(ctx, t, c)
-
-	start := time.Now()
-	writeCtx, stopWriter := context.WithCancel(ctx)
-	defer stopWriter()
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- wr.run(writeCtx, *flagRate) }()
-
-	csJSON := clientset(t, c, "watchcheck/watcher", false)
-	csProto := clientset(t, c, "watchcheck/watcher-protobuf", true)
-	watchCtx, stopWatchers := context.WithCancel(ctx)
-	defer stopWatchers()
-	var wg sync.WaitGroup
-	watchers := make([]*watcher, *flagWatchers)
-	for i := range watchers {
-		spec := randomSpec(rng, i, namespaces)
-		filter, err := ParseFilter(spec.Namespace, spec.Label, spec.Field)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs := csJSON
-		if spec.Protobuf {
-			cs = csProto
-		}
-		w := &watcher{spec: spec, filter: filter, cs: cs, hist: hist}
-		watchers[i] = w
-		at := d / 5
-		if i >= len(watchers)/2 {
-			at += time.Duration(rng.Float64() * float64(d) * 0.7)
-		}
-		pick := rng.Float64()
-		wg.Go(func() {
-			select {
-			case <-time.After(time.Until(start.Add(at))):
-			case <-watchCtx.Done():
-				return
+	clients := map[string]kubernetes.Interface{}
+	var clientsMu sync.Mutex
+	run := &contract{
+		name:  string(f),
+		seed:  seed,
+		truth: &c.Truth,
+		client: func(t *testing.T, agent string, protobuf bool, _ int) kubernetes.Interface {
+			clientsMu.Lock()
+			defer clientsMu.Unlock()
+			if cs, ok := clients[agent]; ok {
+				return cs
 			}
-			var from int64
-			switch spec.Start {
-			case startNow:
-				from = hist.LastRev()
-			case startBack:
-				if ws := hist.Writes(); len(ws) > 0 {
-					lo := ws[0].Rev - 1
-					from = lo + int64(pick*float64(ws[len(ws)-1].Rev-lo))
-				}
-			}
-			w.run(watchCtx, from)
-		})
+			cs := clientset(t, c, agent, protobuf)
+			clients[agent] = cs
+			return cs
+		},
+		streamErrorsOK: f == faultNode || f == faultQuietNode,
+		counter:        c.Counter,
 	}
-
-	// The fault, half way.
-	time.Sleep(time.Until(start.Add(d / 2)))
-	switch f {
-	case faultNATS:
-		if err := c.StopNATS(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Second)
-		if err := c.StartNATS(); err != nil {
-			t.Fatal(err)
-		}
-	case faultNode, faultQuietNode:
-		if f == faultQuietNode {
-			wr.pause.Lock()
-			time.Sleep(time.Second) // every watch and informer has the last write
-		}
-		if err := c.StopNode(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		if err := c.StartNode(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if f == faultQuietNode {
+	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer) {
+		// The fault, half way.
+		time.Sleep(time.Until(start.Add(d / 2)))
+		switch f {
+		case faultNATS:
+			if err := c.StopNATS(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			if err := c.StartNATS(); err != nil {
+				t.Fatal(err)
+			}
+		case faultNode, faultQuietNode:
+			if f == faultQuietNode {
+				wr.pause.Lock()
+				time.Sleep(time.Second) // every watch and informer has the last write
+			}
+			if err := c.StopNode(); err != nil {
+				t.Fatal(err)
+			}
 			time.Sleep(500 * time.Millisecond)
-			wr.pause.Unlock()
-		}
-	}
-	time.Sleep(time.Until(start.Add(d)))
-	stopWriter()
-	if err := <-writerDone; err != nil {
-		t.Fatalf("writer: %v", err)
-	}
-	final := hist.LastRev()
-	if wr.failed > 0 {
-		t.Logf("%d writes failed, first: %q", wr.failed, wr.errs)
-	}
-	if why, w := settle(watchers, infs, final); why != "" {
-		t.Logf("not settled after 20s: %s", why)
-		if w != nil {
-			segs, ends := w.segments()
-			for i, seg := range segs[max(0, len(segs)-4):] {
-				t.Logf("  segment %d start=%q ended=%q events=%d tail=%s", i, seg.Start, ends[i], len(seg.Events), around(seg.Events, len(seg.Events)-1, 4))
+			if err := c.StartNode(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if f == faultQuietNode {
+				time.Sleep(500 * time.Millisecond)
+				wr.pause.Unlock()
 			}
 		}
 	}
-	stopWatchers()
-	wg.Wait()
-
-	if err := wr.verify(ctx); err != nil {
-		t.Fatalf("the recorded writes disagree with etcd: %v", err)
-	}
-	writes := hist.Writes()
-	truth, etcdRev, err := c.ConfigMaps(ctx, "", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	starts := c.NodeStarts()
-	windowAt := func(at time.Time) int64 {
+	run.windowAt = func(at time.Time) int64 {
+		starts := c.NodeStarts()
 		from := starts[0].WindowFrom
 		for _, s := range starts[1:] {
 			if !s.Began.After(at) && s.WindowFrom != 0 {
@@ -329,120 +266,20 @@ func runContract(t *testing.T, f fault, seed uint64) {
 		}
 		return from
 	}
-	st := runStats{writes: len(writes), failedWrites: wr.failed, dropped: dropped.Load()}
-	failures := 0
-	fail := func(format string, args ...any) {
-		failures++
-		if failures <= 10 {
-			t.Errorf(format, args...)
-		}
-	}
-	for _, w := range watchers {
-		segs, ends := w.segments()
-		w.mu.Lock()
-		expired := append([]expiry(nil), w.expired...)
-		st.resumes += w.resumes
-		st.startErrs += w.startErrs
-		w.mu.Unlock()
-		verdicts := make([]Verdict, len(segs))
-		for i, seg := range segs {
-			v, err := w.filter.Check(writes, seg)
-			verdicts[i] = v
-			if err != nil {
-				fail("%s, segment %d of %d (start %q, ended %s, %d events): %v", w.spec, i, len(segs), seg.Start, ends[i], len(seg.Events), err)
-				break
+	run.summary = func(start time.Time) string {
+		var windows []string
+		for i, s := range c.NodeStarts() {
+			if s.WindowFrom == 0 {
+				continue
 			}
-			st.initial += v.Initial
-			st.delivered += v.Delivered
-			st.bookmarks += v.Bookmarks
-			for _, e := range seg.Events {
-				if e.Type == "BOOKMARK" && e.RV > etcdRev {
-					fail("%s, segment %d: bookmark at %d ahead of etcd's revision %d", w.spec, i, e.RV, etcdRev)
-				}
-				if e.Type == "ERROR" && e.Code != 410 {
-					st.streamErrs++
-					if st.errSamples == nil {
-						st.errSamples = map[string]int{}
-					}
-					msg := e.Message
-					if i := strings.Index(msg, "cannot read events of"); i >= 0 {
-						msg = msg[i:]
-					}
-					st.errSamples[fmt.Sprintf("%d %.160s", e.Code, msg)]++
-					if f != faultNode && f != faultQuietNode {
-						fail("%s, segment %d: %s", w.spec, i, &e)
-					}
-				}
-			}
-		}
-		for _, x := range expired {
-			st.expired++
-			from, detail := x.From, fmt.Sprintf("the watch request from %d", x.From)
-			if x.Segment >= 0 {
-				seg := segs[x.Segment]
-				from = verdicts[x.Segment].Through
-				detail = fmt.Sprintf("segment %d (start %q, snapshot %d, %d events, began %s): %s", x.Segment, seg.Start,
-					verdicts[x.Segment].Snapshot, len(seg.Events), seg.Began.Sub(start).Round(time.Millisecond), around(seg.Events, len(seg.Events)-1, 2))
-			}
-			if window := windowAt(x.At); from < window {
-				st.justified++
-			} else {
-				fail("%s: unjustified 410 Expired at %s: the watch was complete through %d, the window holds every event after %d; %s",
-					w.spec, x.At.Sub(start).Round(time.Millisecond), from, window, detail)
-			}
-		}
-	}
-
-	for _, in := range infs {
-		state, err := in.storeState()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := diffStates(truth, state); diff != "" {
-			fail("%s: store differs from etcd at %d: %s", in.name, etcdRev, diff)
-		}
-		in.lw.mu.Lock()
-		relists := in.lw.listsOK + in.lw.watchListOK - 1
-		expired := append([]informerExpiry(nil), in.lw.expired...)
-		attempts := in.lw.lists + in.lw.watchLists - 1
-		in.lw.mu.Unlock()
-		justified := 0
-		for _, x := range expired {
-			if window := windowAt(x.At); x.Seen < window {
-				justified++
-			} else {
-				fail("%s: unjustified 410 Expired at %s: it had seen %d, the window holds every event after %d", in.name, x.At.Sub(start).Round(time.Millisecond), x.Seen, window)
-			}
-		}
-		if relists > justified {
-			fail("%s: %d relists (%d attempts) after %d justified 410s", in.name, relists, attempts, justified)
-		}
-		st.relists = append(st.relists, fmt.Sprintf("%s relists=%d (attempts %d, 410s %d)", in.name, relists, attempts, len(expired)))
-	}
-	st.repairs = c.Counter("kgate_gateway_watch_feed_repairs_total")
-	st.catchups = c.Counter("kgate_gateway_watcher_catchups_total")
-	st.overflows = c.Counter("kgate_gateway_watcher_overflows_total")
-	st.feedEv = c.Counter("kgate_gateway_watch_feed_events_total")
-	var windows []string
-	for _, s := range starts {
-		if s.WindowFrom != 0 {
 			windows = append(windows, strconv.FormatInt(s.WindowFrom, 10))
+			if i > 0 {
+				t.Logf("cache node restart %d: stopped at %s, new window from %d", i, s.Began.Sub(start).Round(time.Millisecond), s.WindowFrom)
+			}
 		}
+		return fmt.Sprintf("NATS dropped=%d | windows from %s", dropped.Load(), strings.Join(windows, ","))
 	}
-	for i, s := range starts[1:] {
-		if s.WindowFrom != 0 {
-			t.Logf("cache node restart %d: stopped at %s, new window from %d", i+1, s.Began.Sub(start).Round(time.Millisecond), s.WindowFrom)
-		}
-	}
-	t.Logf("run %s: writes=%d (failed %d, last rev %d) | watchers=%d events=%d initial=%d bookmarks=%d resumes=%d start-errors=%d stream-errors=%d | 410s=%d justified=%d | feed events=%.0f repairs=%.0f catchups=%.0f overflows=%.0f | NATS dropped=%d | windows from %s | %s",
-		f, st.writes, st.failedWrites, final, len(watchers), st.delivered, st.initial, st.bookmarks, st.resumes, st.startErrs, st.streamErrs,
-		st.expired, st.justified, st.feedEv, st.repairs, st.catchups, st.overflows, st.dropped, strings.Join(windows, ","), strings.Join(st.relists, "; "))
-	for msg, n := range st.errSamples {
-		t.Logf("stream error x%d: %s", n, msg)
-	}
-	if failures > 10 {
-		t.Errorf("... %d failures in all", failures)
-	}
+	run.exec(t)
 }
 
 // settle waits until every watcher has gone quiet, those with bookmarks

@@ -257,16 +257,22 @@ func toEvent(ev watch.Event) Event {
 	e := Event{Type: string(ev.Type)}
 	switch o := ev.Object.(type) {
 	case *corev1.ConfigMap:
-		e.Namespace, e.Name, e.Data = o.Namespace, o.Name, o.Data["v"]
-		if len(o.Labels) > 0 {
-			e.Labels = o.Labels
-		}
-		e.RV, _ = strconv.ParseInt(o.ResourceVersion, 10, 64)
-		e.InitialEnd = o.Annotations[metav1.InitialEventsAnnotationKey] == "true"
+		e = configMapEvent(e.Type, o)
 	case *metav1.Status:
 		e.Code, e.Message = o.Code, o.Message
 	default:
 		e.Type, e.Message = "ERROR", fmt.Sprintf("unexpected object %T in a %s event", ev.Object, ev.Type)
 	}
+	return e
+}
+
+// configMapEvent is an event of type typ carrying cm.
+func configMapEvent(typ string, cm *corev1.ConfigMap) Event {
+	e := Event{Type: typ, Namespace: cm.Namespace, Name: cm.Name, Data: cm.Data["v"]}
+	if len(cm.Labels) > 0 {
+		e.Labels = cm.Labels
+	}
+	e.RV, _ = strconv.ParseInt(cm.ResourceVersion, 10, 64)
+	e.InitialEnd = cm.Annotations[metav1.InitialEventsAnnotationKey] == "true"
 	return e
 }

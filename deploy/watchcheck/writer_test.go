@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -28,7 +29,7 @@ import (
 // write, and the final state, against etcd: the expected watch streams are
 // derived from a history etcd confirms, not from any watch.
 type writer struct {
-	c          *Cluster
+	c          *Truth
 	cs         kubernetes.Interface
 	hist       *History
 	rng        *rand.Rand
@@ -38,14 +39,17 @@ type writer struct {
 	seq        int
 	failed     int // writes that returned an error
 	errs       []string
+	// unknown holds the keys of writes whose outcome was unknown (the
+	// connection broke): found not made, they may still be made later.
+	unknown map[string]bool
 	// pause is held around each write: holding it pauses the writer.
 	pause sync.Mutex
 }
 
-func newWriter(c *Cluster, cs kubernetes.Interface, hist *History, seed uint64, namespaces []string, names int) *writer {
+func newWriter(c *Truth, cs kubernetes.Interface, hist *History, seed uint64, namespaces []string, names int) *writer {
 	return &writer{
 		c: c, cs: cs, hist: hist, rng: rand.New(rand.NewPCG(seed, 1)),
-		namespaces: namespaces, names: names, model: map[string]*Object{},
+		namespaces: namespaces, names: names, model: map[string]*Object{}, unknown: map[string]bool{},
 	}
 }
 
@@ -94,6 +98,12 @@ func (w *writer) step(ctx context.Context) error {
 	defer cancel()
 	ns := w.namespaces[w.rng.IntN(len(w.namespaces))]
 	name := fmt.Sprintf("cm-%02d", w.rng.IntN(w.names))
+	if w.unknown[ns+"/"+name] {
+		// A write cut off earlier may have been made since.
+		if err := w.resettle(ctx, ns, name); err != nil {
+			return err
+		}
+	}
 	cur := w.model[ns+"/"+name]
 	w.seq++
 	if cur == nil {
@@ -129,7 +139,7 @@ func (w *writer) delete(ctx context.Context, cur *Object) error {
 	obj, err := res.Get()
 	if err != nil {
 		w.noteErr(err)
-		return w.settle(ctx, cur, cur.Namespace, cur.Name)
+		return w.settle(ctx, cur.Namespace, cur.Name, err)
 	}
 	var rev int64
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
@@ -148,7 +158,7 @@ func (w *writer) delete(ctx context.Context, cur *Object) error {
 func (w *writer) record(ctx context.Context, op Op, prev *Object, out *corev1.ConfigMap, ns, name string, err error) error {
 	if err != nil {
 		w.noteErr(err)
-		return w.settle(ctx, prev, ns, name)
+		return w.settle(ctx, ns, name, err)
 	}
 	o, err := ObjectOf(out)
 	if err != nil {
@@ -166,7 +176,7 @@ func (w *writer) record(ctx context.Context, op Op, prev *Object, out *corev1.Co
 }
 
 func (w *writer) add(wr Write) error {
-	if err := w.hist.Add(wr); err != nil {
+	if err := w.hist.Insert(wr); err != nil {
 		return err
 	}
 	if wr.Cur == nil {
@@ -184,9 +194,23 @@ func (w *writer) noteErr(err error) {
 }
 
 // settle finds out from etcd whether a write that failed was made: the
-// writer is the only one writing its keys.
-func (w *writer) settle(ctx context.Context, prev *Object, ns, name string) error {
+// writer is the only one writing its keys. A write whose connection broke
+// may be made after this read (the gateway still had it): its key is
+// settled again before it is written next, and at the end.
+func (w *writer) settle(ctx context.Context, ns, name string, err error) error {
 	w.failed++
+	if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) {
+		w.unknown[ns+"/"+name] = true
+	}
+	return w.resettle(ctx, ns, name)
+}
+
+// resettle records the change etcd has of ns/name beyond the model, if
+// any. A write the writer thought not made is found made at its revision,
+// which may be older than writes recorded since: History.Insert puts it in
+// its place.
+func (w *writer) resettle(ctx context.Context, ns, name string) error {
+	prev := w.model[ns+"/"+name]
 	now, _, err := w.c.ConfigMap(ctx, ns, name, 0)
 	if err != nil {
 		return err
@@ -232,6 +256,12 @@ func (w *writer) deleteRevision(ctx context.Context, prev *Object) (int64, error
 // verify checks the history against etcd: each write is in etcd's history
 // at its revision, and the final state is etcd's state of the namespaces.
 func (w *writer) verify(ctx context.Context) error {
+	for k := range w.unknown {
+		ns, name, _ := strings.Cut(k, "/")
+		if err := w.resettle(ctx, ns, name); err != nil {
+			return err
+		}
+	}
 	writes := w.hist.Writes()
 	for i := range writes {
 		wr := &writes[i]

@@ -159,11 +159,28 @@ func (h *Handler) readList(ctx context.Context, r *request, o *listOptions, read
 		}
 		if limit > 0 && int64(len(page.items)) >= limit && i < len(rngs)-1 {
 			// Full page at a range boundary: continue from the next range.
-			page.lastKey = rngs[i+1].Start
+			// lastKey is what the next page starts after, and the next
+			// range's Start may be an object's key (a split at "ns/name"):
+			// continue after the greatest key below it instead.
+			page.lastKey = justBefore(rngs[i+1].Start)
 			return page, nil
 		}
 	}
 	return page, nil
+}
+
+// justBefore returns a key that sorts below s and at or above every
+// object key that sorts below s (keys are printable: no byte 0xff), so
+// that a read "after" it starts at s.
+func justBefore(s string) string {
+	if s == "" {
+		return s
+	}
+	last := s[len(s)-1]
+	if last == 0 {
+		return s[:len(s)-1]
+	}
+	return s[:len(s)-1] + string([]byte{last - 1, 0xff})
 }
 
 func (h *Handler) list(ctx context.Context, r *request) error {

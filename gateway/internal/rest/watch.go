@@ -43,6 +43,15 @@ type watchPlan struct {
 }
 
 func (h *Handler) watch(r *request) error {
+	if h.base.Err() != nil {
+		// Shutting down: the watch hub is closing, and an ERROR event in
+		// a 200 stream would make an informer relist. Like kube-apiserver
+		// with --shutdown-send-retry-after: 429, Retry-After and
+		// Connection: close send the client to another gateway, where
+		// client-go resumes the watch.
+		r.rc.SetConnectionClose()
+		return apierror.TooManyRequests("the gateway is shutting down, please try again later", 1)
+	}
 	m, err := negotiate.Negotiate(string(r.rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: true, Watch: true})
 	if err != nil {
 		return err
@@ -199,8 +208,11 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 					}
 					return
 				}
-				if p.opts.bookmark {
-					if err := h.sendBookmark(s, enc, w.Last(), false); err != nil {
+				// Like kube-apiserver's watch cache, no periodic bookmark
+				// until the range is past where the watch started: not
+				// one at a future resourceVersion etcd has not reached.
+				if last := w.Last(); p.opts.bookmark && last > since {
+					if err := h.sendBookmark(s, enc, last, false); err != nil {
 						return
 					}
 				}

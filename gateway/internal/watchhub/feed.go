@@ -20,8 +20,8 @@ type feed struct {
 	msgs    chan *nats.Msg
 	subs    []*nats.Subscription
 
-	mu         sync.Mutex // guards cursor, watchers, emptySince, stopped
-	cursor     position   // every event at or before it was dispatched
+	mu         sync.Mutex            // guards cursor, watchers, emptySince, stopped
+	cursor     position              // every event at or before it was dispatched
 	watchers   map[*Watcher]position // each watcher with where it joined
 	emptySince time.Time
 	stopped    bool

@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
+
+// mergeProgressTick is how long a merged range's watcher may go without a
+// delivery before the merge asks how far the range is complete.
+const mergeProgressTick = 100 * time.Millisecond
 
 // Stream is one client's watch: a Watcher of one range, or a Merged
 // watch of several.
@@ -64,10 +69,27 @@ type input struct {
 
 // pump moves one watcher's deliveries (events and progress) to the merge.
 func (m *Merged) pump(ctx context.Context, i int, w *Watcher) {
+	var sent int64 = -1
 	for {
-		d, err := w.Next(ctx)
+		nctx, cancel := context.WithTimeout(ctx, mergeProgressTick)
+		d, err := w.Next(nctx)
+		quiet := errors.Is(err, context.DeadlineExceeded) && errors.Is(nctx.Err(), context.DeadlineExceeded)
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if quiet {
+			// Nothing for this watcher lately: its feed may have moved
+			// over events the filter dropped. Tell the merge how far the
+			// range is known complete, or its other ranges' events wait.
+			rv := w.Last()
+			if rv <= sent {
+				continue
+			}
+			d, err = Delivery{Type: Bookmark, Rev: rv, at: through(rv)}, nil
+		}
+		if err == nil {
+			sent = max(sent, d.at.resourceVersion())
 		}
 		select {
 		case m.in <- input{sub: i, d: d, err: err}:
