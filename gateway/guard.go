@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -194,28 +195,64 @@ type guardKey struct{}
 type requestGuard struct {
 	user     user.Info
 	decision audit.Decision
-	event    auditv1.Event // the request-wide fields; nil User.Username: not audited
+	audited  bool          // event is written at the stages the policy logs
+	event    auditv1.Event // the request-wide fields
 	ticket   *fairness.Ticket
 	panicked bool
+}
+
+// startAudit evaluates the audit policy for the request and writes
+// RequestReceived; finishRequest writes the later stages.
+func (g *Gateway) startAudit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) *requestGuard {
+	rg := &requestGuard{user: u}
+	rc.SetUserValue(guardKey{}, rg)
+	if a := g.guard.auditor; a != nil {
+		rg.decision = a.Evaluate(auditAttributes(info, u))
+		if rg.decision.Level != auditv1.LevelNone {
+			rg.audited = true
+			rg.event = newEvent(rc, info, u, rg.decision)
+			g.emit(rg, auditv1.StageRequestReceived, nil)
+		}
+	}
+	return rg
+}
+
+func auditAttributes(info *requestinfo.Info, u user.Info) *authorizer.AttributesRecord {
+	return &authorizer.AttributesRecord{
+		User: u, Verb: info.Verb, Namespace: info.Namespace, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
+		Resource: info.Resource, Subresource: info.Subresource, Name: info.Name,
+		ResourceRequest: info.IsResourceRequest, Path: info.Path,
+	}
+}
+
+// auditUnauthenticated records a request that failed authentication, as
+// kube-apiserver does: one event at ResponseStarted, with no user and the
+// 401 it gets.
+func (g *Gateway) auditUnauthenticated(rc *fasthttp.RequestCtx, info *requestinfo.Info) {
+	a := g.guard.auditor
+	if a == nil {
+		return
+	}
+	if requestinfo.Parse(info, string(rc.Method()), string(rc.Path()), rc.QueryArgs()) != nil {
+		*info = requestinfo.Info{Path: string(rc.Path()), Verb: strings.ToLower(string(rc.Method()))}
+	}
+	d := a.Evaluate(auditAttributes(info, nil))
+	if !d.Logs(auditv1.StageResponseStarted) {
+		return
+	}
+	rg := &requestGuard{decision: d, audited: true, event: newEvent(rc, info, nil, d)}
+	rg.event.RequestObject = nil
+	g.emit(rg, auditv1.StageResponseStarted, &metav1.Status{
+		Status: metav1.StatusFailure, Code: fasthttp.StatusUnauthorized, Reason: metav1.StatusReasonUnauthorized,
+		Message: "Authentication failed",
+	})
 }
 
 // guardRequest runs after authentication: it writes RequestReceived
 // and applies the fairness limits (429 with Retry-After over a limit).
 // finishRequest completes what it started.
 func (g *Gateway) guardRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
-	rg := &requestGuard{user: u}
-	rc.SetUserValue(guardKey{}, rg)
-	if a := g.guard.auditor; a != nil {
-		rg.decision = a.Evaluate(&authorizer.AttributesRecord{
-			User: u, Verb: info.Verb, Namespace: info.Namespace, APIGroup: info.APIGroup, APIVersion: info.APIVersion,
-			Resource: info.Resource, Subresource: info.Subresource, Name: info.Name,
-			ResourceRequest: info.IsResourceRequest, Path: info.Path,
-		})
-		if rg.decision.Level != auditv1.LevelNone {
-			rg.event = newEvent(rc, info, u, rg.decision)
-			g.emit(rg, auditv1.StageRequestReceived, nil)
-		}
-	}
+	rg := g.startAudit(rc, info, u)
 	t, err := g.guard.limiter.Admit(&fairness.Request{
 		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb,
 		APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
@@ -247,7 +284,7 @@ func (g *Gateway) finishRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 	if rg == nil {
 		return
 	}
-	if eu := rest.User(rc); eu != nil && eu.GetName() != rg.user.GetName() && rg.event.User.Username != "" {
+	if eu := rest.User(rc); eu != nil && rg.user != nil && eu.GetName() != rg.user.GetName() && rg.audited {
 		rg.event.ImpersonatedUser = userInfo(eu)
 	}
 	if rc.Hijacked() {
@@ -270,7 +307,7 @@ func (g *Gateway) finishRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 		rg.ticket.Done(info.Verb, len(rc.Response.Body()))
 		rg.ticket.EndWatch()
 	}
-	if rg.event.User.Username == "" {
+	if !rg.audited {
 		return
 	}
 	code := rc.Response.StatusCode()
@@ -294,7 +331,7 @@ func (g *Gateway) finishRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 // emit writes the request's event at stage unless the policy omits it.
 // The event is encoded before emit returns: it may point into rc.
 func (g *Gateway) emit(rg *requestGuard, stage auditv1.Stage, st *metav1.Status) {
-	if rg.event.User.Username == "" || !rg.decision.Logs(stage) {
+	if !rg.audited || !rg.decision.Logs(stage) {
 		return
 	}
 	ev := rg.event
@@ -302,18 +339,19 @@ func (g *Gateway) emit(rg *requestGuard, stage auditv1.Stage, st *metav1.Status)
 	g.guard.auditor.Emit(&ev)
 }
 
+// newEvent is the request-wide part of the request's audit event; u is
+// nil for a request that failed authentication.
 func newEvent(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info, d audit.Decision) auditv1.Event {
-	id := string(rc.Request.Header.Peek("Audit-ID"))
-	if id == "" {
-		id = uuid.NewString()
-	}
 	ev := auditv1.Event{
-		Level: d.Level, AuditID: types.UID(id), RequestURI: string(rc.RequestURI()), Verb: info.Verb,
-		User: *userInfo(u), SourceIPs: []string{rc.RemoteIP().String()}, UserAgent: string(rc.UserAgent()),
+		Level: d.Level, AuditID: types.UID(auditID(rc)), RequestURI: string(rc.RequestURI()), Verb: info.Verb,
+		SourceIPs: []string{rc.RemoteIP().String()}, UserAgent: string(rc.UserAgent()),
 		RequestReceivedTimestamp: metav1.NowMicro(),
 	}
-	if ev.User.Username == "" {
-		ev.User.Username = user.Anonymous
+	if u != nil {
+		ev.User = *userInfo(u)
+		if ev.User.Username == "" {
+			ev.User.Username = user.Anonymous
+		}
 	}
 	if info.IsResourceRequest {
 		ev.ObjectRef = &auditv1.ObjectReference{
@@ -326,6 +364,42 @@ func newEvent(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info, d au
 		ev.RequestObject = &runtime.Unknown{Raw: bytes.Clone(body), ContentType: runtime.ContentTypeJSON}
 	}
 	return ev
+}
+
+type auditIDKey struct{}
+
+// HeaderAuditID is the request and response header carrying a request's
+// audit ID, as kube-apiserver's.
+const HeaderAuditID = rest.HeaderAuditID
+
+// maxAuditIDLen bounds an audit ID a client sends; a longer one (or one
+// with characters outside printable ASCII) is replaced by a new UUID.
+const maxAuditIDLen = 128
+
+// auditID is the request's audit ID: the client's Audit-ID header when it
+// sent a sane one, else a new UUID. It is chosen once per request.
+func auditID(rc *fasthttp.RequestCtx) string {
+	if id, ok := rc.UserValue(auditIDKey{}).(string); ok {
+		return id
+	}
+	id := string(rc.Request.Header.Peek(HeaderAuditID))
+	if !validAuditID(id) {
+		id = uuid.NewString()
+	}
+	rc.SetUserValue(auditIDKey{}, id)
+	return id
+}
+
+func validAuditID(id string) bool {
+	if id == "" || len(id) > maxAuditIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func userInfo(u user.Info) *authnv1.UserInfo {

@@ -3,14 +3,59 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/rest"
 )
 
+// healthRoots are the health endpoints; each also serves its checks one
+// by one at <root>/<check>.
+var healthRoots = []string{"/livez", "/healthz", "/readyz"}
+
+func isHealthPath(path string) bool {
+	for _, r := range healthRoots {
+		if path == r || (strings.HasPrefix(path, r) && path[len(r)] == '/') {
+			return true
+		}
+	}
+	return false
+}
+
+// anonymous is who a health probe without valid credentials is, for the
+// audit log: probes are answered without authentication, so that
+// kubelets and load balancers need none.
+var anonymous = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+
+// serveHealth answers a health probe. Probes need no credentials (load
+// balancers and kubelets probe without any), but they are audited like
+// any request, as the user their credentials name or as
+// system:anonymous.
+func (g *Gateway) serveHealth(rc *fasthttp.RequestCtx, info *requestinfo.Info, path string) error {
+	u, err := g.authn.Authenticate(rc)
+	if err != nil {
+		u = anonymous
+	}
+	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
+		return rest.ErrNotFoundPath
+	}
+	g.startAudit(rc, info, u)
+	if !rc.IsGet() && !rc.IsHead() {
+		return apierror.MethodNotSupported(schema.GroupResource{}, string(rc.Method()))
+	}
+	return g.health(rc, path)
+}
+
 // health serves /livez, /healthz and /readyz as kube-apiserver does: "ok"
-// or 500 with the failed checks; ?verbose lists every check.
+// or 500 with the failed checks; ?verbose lists every check, ?exclude=
+// skips one; <root>/<check> runs one check.
 func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 	type check struct {
 		name string
@@ -31,6 +76,18 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 			check{"shutdown", func(context.Context) error { return g.base.Err() }},
 		)
 	}
+	root, only, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	path = "/" + root
+	if only != "" {
+		i := slices.IndexFunc(checks, func(c check) bool { return c.name == only })
+		if i < 0 {
+			return rest.ErrNotFoundPath
+		}
+		checks = checks[i : i+1]
+	}
+	for _, ex := range rc.QueryArgs().PeekMulti("exclude") {
+		checks = slices.DeleteFunc(checks, func(c check) bool { return c.name == string(ex) })
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var b strings.Builder
@@ -48,12 +105,16 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 	rc.Response.Header.Set("X-Content-Type-Options", "nosniff")
 	if failed {
 		rc.SetStatusCode(fasthttp.StatusInternalServerError)
-		fmt.Fprintf(&b, "%s check failed\n", strings.TrimPrefix(path, "/"))
+		if only != "" {
+			rc.SetBodyString("internal server error: " + strings.TrimPrefix(b.String(), "[-]"))
+			return nil
+		}
+		fmt.Fprintf(&b, "%s check failed\n", root)
 		rc.SetBodyString(b.String())
 		return nil
 	}
 	if verbose {
-		fmt.Fprintf(&b, "%s check passed\n", strings.TrimPrefix(path, "/"))
+		fmt.Fprintf(&b, "%s check passed\n", root)
 		rc.SetBodyString(b.String())
 		return nil
 	}

@@ -38,6 +38,9 @@ func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 			}
 		}
 	}()
+	// Set first so that a watch stream, which writes its own headers,
+	// can copy it (rest.Handler.watch).
+	rc.Response.Header.Set(HeaderAuditID, auditID(rc))
 	err := g.route(rc, &info)
 	if err != nil {
 		g.writeError(rc, &info, err)
@@ -53,13 +56,13 @@ func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 
 func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	path := string(rc.Path())
-	switch path {
-	case "/livez", "/healthz", "/readyz":
-		return g.health(rc, path)
+	if isHealthPath(path) {
+		return g.serveHealth(rc, info, path)
 	}
 	u, err := g.authn.Authenticate(rc)
 	if err != nil {
 		if errors.Is(err, authn.ErrUnauthorized) {
+			g.auditUnauthenticated(rc, info)
 			return apierror.Unauthorized("Unauthorized")
 		}
 		return err
@@ -168,6 +171,7 @@ func (g *Gateway) writeStatus(rc *fasthttp.RequestCtx, st *metav1.Status) {
 		st.Code = 500
 	}
 	rc.Response.Reset()
+	rc.Response.Header.Set(HeaderAuditID, auditID(rc))
 	rc.SetStatusCode(int(st.Code))
 	rc.SetContentType(negotiate.MediaJSON)
 	rc.SetBody(body)

@@ -37,8 +37,10 @@ import (
 const guardPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 rules:
+- level: Metadata
+  nonResourceURLs: ["/readyz*"]
 - level: None
-  nonResourceURLs: ["/healthz*", "/livez*", "/readyz*"]
+  nonResourceURLs: ["/healthz*", "/livez*"]
 - level: RequestResponse
   resources:
   - group: ""
@@ -129,6 +131,34 @@ func testAudit(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interface, 
 	if resp, _ := rc.do(t, "GET", "/version", nil); resp.StatusCode != 200 {
 		t.Fatalf("/version: %d", resp.StatusCode)
 	}
+	// Health probes need no credentials but are audited when the policy
+	// says so; a single check has its own path.
+	anon := newAnonymousClient(t, c)
+	if resp, body := anon.do(t, "GET", "/readyz/etcd", nil); resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("/readyz/etcd: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := anon.do(t, "GET", "/readyz/nosuchcheck", nil); resp.StatusCode != 404 {
+		t.Fatalf("/readyz/nosuchcheck: %d, want 404", resp.StatusCode)
+	}
+	// A request with a bad token is audited without a user.
+	if resp, _ := anon.do(t, "GET", "/api/v1/namespaces/"+ns+"/pods", nil, "Authorization", "Bearer not-a-token"); resp.StatusCode != 401 {
+		t.Fatalf("bad token: %d, want 401", resp.StatusCode)
+	}
+	// Every response carries its audit ID: the client's when it sent a
+	// sane one, else a new one; the audit events carry the same.
+	resp, _ := rc.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps/cm1", nil, "Audit-ID", "client-chosen-id-1")
+	if got := resp.Header.Get("Audit-Id"); got != "client-chosen-id-1" {
+		t.Fatalf("Audit-Id %q, want the client's", got)
+	}
+	resp, _ = rc.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps/missing", nil, "Audit-ID", "bad id\twith tab")
+	generated := resp.Header.Get("Audit-Id")
+	if resp.StatusCode != 404 || generated == "" || strings.ContainsAny(generated, " \t") {
+		t.Fatalf("404 response: code %d Audit-Id %q", resp.StatusCode, generated)
+	}
+	resp, _ = rc.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps?watch=1&timeoutSeconds=1", nil, "Audit-ID", "watch-id-1")
+	if got := resp.Header.Get("Audit-Id"); got != "watch-id-1" {
+		t.Fatalf("watch Audit-Id %q, want watch-id-1", got)
+	}
 
 	// find returns the events of one request, by verb and URI prefix.
 	find := func(evs []auditv1.Event, verb, uri string) []auditv1.Event {
@@ -153,12 +183,30 @@ func testAudit(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interface, 
 			return err
 		}
 		for _, e := range evs {
-			if e.Kind != "Event" || e.APIVersion != "audit.k8s.io/v1" || e.AuditID == "" || e.User.Username == "" || len(e.SourceIPs) == 0 {
+			unauthenticated := e.ResponseStatus != nil && e.ResponseStatus.Code == 401
+			if e.Kind != "Event" || e.APIVersion != "audit.k8s.io/v1" || e.AuditID == "" || (e.User.Username == "") != unauthenticated || len(e.SourceIPs) == 0 {
 				return fmt.Errorf("incomplete event %+v", e)
 			}
 			if strings.HasPrefix(e.RequestURI, "/healthz") {
 				return fmt.Errorf("health is audited (policy says None): %+v", e)
 			}
+		}
+		ready := find(evs, "get", "/readyz/etcd")
+		if stages(ready) != "RequestReceived,ResponseComplete" || ready[1].User.Username != "system:anonymous" || ready[1].ResponseStatus.Code != 200 {
+			return fmt.Errorf("/readyz/etcd events %+v", ready)
+		}
+		bad := find(evs, "list", "/api/v1/namespaces/"+ns+"/pods")
+		if stages(bad) != "ResponseStarted" || bad[0].ResponseStatus.Code != 401 || bad[0].User.Username != "" || bad[0].ObjectRef == nil || bad[0].ObjectRef.Resource != "pods" {
+			return fmt.Errorf("unauthenticated list events %+v", bad)
+		}
+		if ids := find(evs, "get", "/api/v1/namespaces/"+ns+"/configmaps/cm1"); stages(ids) != "RequestReceived,ResponseComplete" || ids[0].AuditID != "client-chosen-id-1" || ids[1].AuditID != "client-chosen-id-1" {
+			return fmt.Errorf("events of the request with an Audit-ID: %+v", ids)
+		}
+		if ids := find(evs, "get", "/api/v1/namespaces/"+ns+"/configmaps/missing"); len(ids) != 2 || string(ids[1].AuditID) != generated {
+			return fmt.Errorf("events of the 404 (response Audit-Id %q): %+v", generated, ids)
+		}
+		if ids := find(evs, "watch", "/api/v1/namespaces/"+ns+"/configmaps?watch=1"); len(ids) == 0 || ids[0].AuditID != "watch-id-1" {
+			return fmt.Errorf("events of the watch with an Audit-ID: %+v", ids)
 		}
 		cm := find(evs, "create", "/api/v1/namespaces/"+ns+"/configmaps")
 		if stages(cm) != "RequestReceived,ResponseComplete" {
@@ -178,7 +226,7 @@ func testAudit(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interface, 
 			sec[1].RequestObject != nil || sec[1].ResponseObject != nil || sec[1].ResponseStatus.Code != 201 {
 			return fmt.Errorf("secret create events %+v", sec)
 		}
-		watch := find(evs, "watch", "/api/v1/namespaces/"+ns+"/configmaps")
+		watch := find(evs, "watch", "/api/v1/namespaces/"+ns+"/configmaps?watch=true")
 		if stages(watch) != "RequestReceived,ResponseStarted,ResponseComplete" {
 			return fmt.Errorf("watch stages %q", stages(watch))
 		}

@@ -331,3 +331,14 @@ func decodeStatus(tb testing.TB, resp *http.Response, body []byte) *metav1.Statu
 	}
 	return &st
 }
+
+// newAnonymousClient is a raw client that sends no credentials.
+func newAnonymousClient(tb testing.TB, c *devcluster.Cluster) *rawClient {
+	tb.Helper()
+	cfg := tokenConfig(tb, c, "")
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		tb.Fatalf("cannot make transport: %v", err)
+	}
+	return &rawClient{base: strings.TrimSuffix(cfg.Host, "/"), hc: &http.Client{Transport: rt, Timeout: 30 * time.Second}}
+}

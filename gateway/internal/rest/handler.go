@@ -136,6 +136,10 @@ func New(base context.Context, cfg Config) (*Handler, error) {
 }
 
 // request is one parsed resource request.
+// HeaderAuditID is the response header carrying the request's audit ID;
+// the gateway sets it before a request reaches the handler.
+const HeaderAuditID = "Audit-Id"
+
 type request struct {
 	rc    *fasthttp.RequestCtx // nil once a watch hijacked the connection
 	info  *requestinfo.Info

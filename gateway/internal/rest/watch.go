@@ -40,6 +40,9 @@ type watchPlan struct {
 	timeout  time.Duration
 	format   client.Format
 	resource string
+	// auditID is the Audit-Id response header the gateway set before
+	// routing; the stream writes its own headers, so it is carried here.
+	auditID string
 }
 
 func (h *Handler) watch(r *request) error {
@@ -87,6 +90,7 @@ func (h *Handler) watch(r *request) error {
 	for _, rng := range rngs {
 		p.rangeIDs = append(p.rangeIDs, rng.ID)
 	}
+	p.auditID = string(r.rc.Response.Header.Peek(HeaderAuditID))
 	p.r.rc = nil
 	p.r.info = copyInfo(r)
 	switch {
@@ -142,7 +146,11 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 			conn.Close()
 		}
 	}()
-	s, err := stream.Start(conn, h.cfg.WatchWriteTimeout, stream.Header{Name: "Content-Type", Value: p.r.media.ContentType()})
+	headers := []stream.Header{{Name: "Content-Type", Value: p.r.media.ContentType()}}
+	if p.auditID != "" {
+		headers = append(headers, stream.Header{Name: HeaderAuditID, Value: p.auditID})
+	}
+	s, err := stream.Start(conn, h.cfg.WatchWriteTimeout, headers...)
 	if err != nil {
 		conn.Close()
 		return
