@@ -36,6 +36,7 @@ type authState struct {
 	tokens     *satoken.Tokens // nil without service-account keys
 	review     *review.Handler
 	adm        *admissionState // admission chain and its feed (admission_chain.go)
+	aggregator *aggregator     // nil unless Config.AggregateClusterRoles (aggregation.go)
 }
 
 // newAuth builds authentication and authorization from the config. It
@@ -111,12 +112,18 @@ func (g *Gateway) rbacMode() bool {
 func (g *Gateway) startAuth() {
 	if g.auth.feed != nil {
 		g.auth.feed.Start()
+		if g.cfg.AggregateClusterRoles {
+			g.auth.aggregator = g.startAggregation()
+		}
 	}
 	g.auth.adm.feed.Start()
 }
 
 // stopAuth stops the RBAC feed (shutdown).
 func (g *Gateway) stopAuth() {
+	if g.auth.aggregator != nil {
+		g.auth.aggregator.stop()
+	}
 	if g.auth.feed != nil {
 		g.auth.feed.Close()
 	}

@@ -120,6 +120,11 @@ type Config struct {
 	// APIAudiences are the audiences of the API (--api-audiences).
 	// Default: ServiceAccountIssuers.
 	APIAudiences []string
+	// AggregateClusterRoles writes the rules of aggregated ClusterRoles
+	// into their stored objects (kube-controller-manager's
+	// clusterrole-aggregation controller), for clusters without a
+	// controller manager. Needs the RBAC mode.
+	AggregateClusterRoles bool
 
 	// Audit, limits and serving TLS (guard.go; README "Operations").
 	// Audit writes audit.k8s.io/v1 events; off without a policy file.

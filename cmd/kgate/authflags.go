@@ -16,6 +16,7 @@ type authFlags struct {
 	signingKey *string
 	issuers    listFlag
 	audiences  listFlag
+	aggregate  *bool
 }
 
 // listFlag is a flag given several times or as a comma list.
@@ -46,6 +47,9 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	fs.Var(&a.keyFiles, "service-account-key-file", "keys verifying service-account tokens (PEM public or private keys, certificates; repeatable); the signing key is added")
 	fs.Var(&a.issuers, "service-account-issuer", issuer)
 	fs.Var(&a.audiences, "api-audiences", "audiences of the API that service-account tokens must carry one of (comma-separated; default: the issuers)")
+	if !dev {
+		a.aggregate = fs.Bool("aggregate-cluster-roles", false, "write the rules of aggregated ClusterRoles into them, as kube-controller-manager's clusterrole-aggregation controller (for clusters without one; kgate dev always does)")
+	}
 	return a
 }
 
@@ -60,6 +64,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	cfg.AuthorizationModes = a.modeList()
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
+	cfg.AggregateClusterRoles = *a.aggregate
 }
 
 // dev sets kgate dev's options.

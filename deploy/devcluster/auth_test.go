@@ -2,6 +2,8 @@ package devcluster_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -512,4 +514,50 @@ func TestServiceAccountTokens(t *testing.T) {
 	if !apierrors.IsUnauthorized(err) {
 		t.Errorf("old token for a recreated service account: %v, want 401", err)
 	}
+}
+
+// TestStoredAggregation: kgate dev writes the rules of aggregated
+// ClusterRoles into them, as kube-controller-manager would, and follows
+// a new member.
+func TestStoredAggregation(t *testing.T) {
+	c := authCluster(t)
+	admin := clientset(t, c, false, nil)
+	ctx := context.Background()
+	has := func(role string, match func(rbacv1.PolicyRule) bool) error {
+		cr, err := admin.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(cr.Rules, match) {
+			return fmt.Errorf("%s stores %d rules, none matching", role, len(cr.Rules))
+		}
+		return nil
+	}
+	podsRead := func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "list")
+	}
+	for _, role := range []string{"view", "edit", "admin"} {
+		eventually(t, role+" stores its aggregated rules", func() error { return has(role, podsRead) })
+	}
+	widgets := func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "widgets") }
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "widget-viewer", Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get", "list"}, APIGroups: []string{"example.com"}, Resources: []string{"widgets"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.RbacV1().ClusterRoles().Delete(ctx, "widget-viewer", metav1.DeleteOptions{})
+	// view takes the new rule; edit and admin aggregate view's members.
+	for _, role := range []string{"view", "edit", "admin"} {
+		eventually(t, role+" stores the new member's rule", func() error { return has(role, widgets) })
+	}
+	if err := admin.RbacV1().ClusterRoles().Delete(ctx, "widget-viewer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "view drops the deleted member's rule", func() error {
+		if has("view", widgets) == nil {
+			return errors.New("view still grants widgets")
+		}
+		return has("view", podsRead)
+	})
 }

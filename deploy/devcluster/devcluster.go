@@ -275,7 +275,9 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
 				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
-				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
+				// kgate dev has no controller manager to do it.
+				AggregateClusterRoles: true,
+				Audit:                 cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
 			Logger:     log.With("gateway", name),

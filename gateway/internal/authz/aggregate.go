@@ -128,3 +128,41 @@ func appendRule(rules []rbacv1.PolicyRule, rule *rbacv1.PolicyRule) []rbacv1.Pol
 	}
 	return append(rules, *rule)
 }
+
+// Aggregation is an aggregated ClusterRole whose stored rules differ from
+// the rules its aggregationRule selects.
+type Aggregation struct {
+	Name string
+	// ResourceVersion is the stored object's, as this RBAC last saw it.
+	ResourceVersion string
+	// Rules are the aggregated rules, to be stored; shared, do not modify.
+	Rules []rbacv1.PolicyRule
+}
+
+// PendingAggregations lists the aggregated ClusterRoles whose stored
+// rules are not the aggregated ones, by name: what kube-controller-
+// manager's clusterrole-aggregation controller would write.
+func (r *RBAC) PendingAggregations() []Aggregation {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []Aggregation
+	for name, agg := range r.aggregators {
+		if !sameRules(agg.rules, agg.obj.Rules) {
+			out = append(out, Aggregation{Name: name, ResourceVersion: agg.obj.ResourceVersion, Rules: agg.rules})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func sameRules(a, b []rbacv1.PolicyRule) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !rulesEqual(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 )
 
@@ -295,4 +296,55 @@ func TestRulesForMatchesReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestPendingAggregations(t *testing.T) {
+	r, _ := load(fixture())
+	pending := r.PendingAggregations()
+	var names []string
+	for _, p := range pending {
+		names = append(names, p.Name)
+	}
+	if !slices.IsSorted(names) || !slices.Contains(names, "admin") || !slices.Contains(names, "view") {
+		t.Fatalf("pending %v: want the aggregated roles with empty stored rules, sorted", names)
+	}
+	// Storing the aggregated rules (what the gateway writes) settles a
+	// role; changing a member makes it pending again.
+	for _, p := range pending {
+		got, _ := r.ClusterRoleRules(p.Name)
+		if !sameRules(got, p.Rules) {
+			t.Fatalf("%s: pending rules differ from the authorizer's", p.Name)
+		}
+		stored := fixtureClusterRole(t, r, p.Name)
+		stored.Rules = slices.Clone(p.Rules)
+		r.UpsertClusterRole(stored)
+	}
+	if p := r.PendingAggregations(); len(p) != 0 {
+		t.Fatalf("still pending after storing the aggregated rules: %v", p)
+	}
+	r.UpsertClusterRole(&rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "extra-view", Labels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+		Rules:      []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{"example.com"}, Resources: []string{"widgets"}}},
+	})
+	found := false
+	for _, p := range r.PendingAggregations() {
+		if p.Name == "view" {
+			found = slices.ContainsFunc(p.Rules, func(rule rbacv1.PolicyRule) bool { return slices.Equal(rule.Resources, []string{"widgets"}) })
+		}
+	}
+	if !found {
+		t.Fatalf("view is not pending with the new member's rule: %v", r.PendingAggregations())
+	}
+}
+
+// fixtureClusterRole returns a copy of the stored ClusterRole name.
+func fixtureClusterRole(t *testing.T, r *RBAC, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := r.clusterRoles[name]
+	if c == nil {
+		t.Fatalf("no cluster role %s", name)
+	}
+	return c.obj.DeepCopy()
 }
