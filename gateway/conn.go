@@ -95,51 +95,6 @@ func (c *trackedConn) watchPeer(gone func(error)) (stop func()) {
 	}
 }
 
-// errClientGone ends the wait of a request whose client closed its
-// connection.
-var errClientGone = errors.New("client closed the connection")
-
-// waitContext is the context a request waits in for a seat: it ends when
-// the gateway starts shutting down (base) or when the client closes its
-// connection. The connection is watched only once something waits on
-// the context (Done), so requests that never wait cost no goroutine;
-// stop ends the watch before the handler goes on.
-type waitContext struct {
-	context.Context
-	cancel context.CancelCauseFunc
-	conn   *trackedConn // nil: not tracked
-	once   sync.Once
-	stopFn func() // guarded by once
-}
-
-func newWaitContext(base context.Context, conn net.Conn) *waitContext {
-	ctx, cancel := context.WithCancelCause(base)
-	w := &waitContext{Context: ctx, cancel: cancel}
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	w.conn, _ = conn.(*trackedConn)
-	return w
-}
-
-func (w *waitContext) Done() <-chan struct{} {
-	w.once.Do(func() {
-		if w.conn != nil {
-			w.stopFn = w.conn.watchPeer(func(err error) { w.cancel(fmt.Errorf("%w: %v", errClientGone, err)) })
-		}
-	})
-	return w.Context.Done()
-}
-
-// stop ends the connection watch, if any, and the context.
-func (w *waitContext) stop() {
-	w.once.Do(func() {})
-	if w.stopFn != nil {
-		w.stopFn()
-	}
-	w.cancel(context.Canceled)
-}
-
 func (c *trackedConn) Close() error {
 	c.mu.Lock()
 	hooks, first := c.hooks, !c.closed
@@ -157,11 +112,8 @@ func (c *trackedConn) Close() error {
 // onClose runs f when conn (or the connection under its TLS) closes; it
 // reports false when conn is not tracked.
 func onClose(conn net.Conn, f func()) bool {
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	t, ok := conn.(*trackedConn)
-	if !ok {
+	t := tracked(conn)
+	if t == nil {
 		return false
 	}
 	t.mu.Lock()
@@ -172,4 +124,59 @@ func onClose(conn net.Conn, f func()) bool {
 	}
 	t.hooks = append(t.hooks, f)
 	return true
+}
+
+// tracked is conn, or the connection under its TLS, when tracked; nil
+// otherwise.
+func tracked(conn net.Conn) *trackedConn {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	t, _ := conn.(*trackedConn)
+	return t
+}
+
+// errClientGone ends the wait of a request whose client closed its
+// connection.
+var errClientGone = errors.New("client closed the connection")
+
+// waitContext is the context a request waits in for a seat (fasthttp's
+// RequestCtx ends only at shutdown): it ends when the gateway starts
+// shutting down (base) or when the client closes conn. It is made, and
+// the connection watched, only once something waits on it, so the
+// requests that never wait cost no goroutine, no allocation (it lives in
+// the requestGuard) and no registration with base; stop ends it before
+// the handler goes on.
+type waitContext struct {
+	base   context.Context
+	conn   net.Conn
+	once   sync.Once
+	ctx    context.Context // set by once, like cancel and stopFn
+	cancel context.CancelCauseFunc
+	stopFn func() // nil: conn not watched
+}
+
+func (w *waitContext) init() {
+	w.once.Do(func() {
+		w.ctx, w.cancel = context.WithCancelCause(w.base)
+		if t := tracked(w.conn); t != nil {
+			w.stopFn = t.watchPeer(func(err error) { w.cancel(fmt.Errorf("%w: %v", errClientGone, err)) })
+		}
+	})
+}
+
+func (w *waitContext) Deadline() (time.Time, bool) { return w.base.Deadline() }
+func (w *waitContext) Done() <-chan struct{}       { w.init(); return w.ctx.Done() }
+func (w *waitContext) Err() error                  { w.init(); return w.ctx.Err() }
+func (w *waitContext) Value(key any) any           { w.init(); return w.ctx.Value(key) }
+
+// stop ends the connection watch, if any, and the context.
+func (w *waitContext) stop() {
+	w.once.Do(func() {})
+	if w.stopFn != nil {
+		w.stopFn()
+	}
+	if w.cancel != nil {
+		w.cancel(context.Canceled)
+	}
 }

@@ -207,6 +207,7 @@ type requestGuard struct {
 	event    auditv1.Event // the request-wide fields; nil User.Username: not audited
 	ticket   *fairness.Ticket
 	level    *fairness.PriorityLevel // nil: not classified
+	wait     waitContext             // what Admit waits in
 	panicked bool
 }
 
@@ -229,12 +230,12 @@ func (g *Gateway) guardRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info, 
 			g.emit(rg, auditv1.StageRequestReceived, nil)
 		}
 	}
-	wc := newWaitContext(g.base, rc.Conn())
-	t, err := g.guard.limiter.Admit(wc, &fairness.Request{
+	rg.wait = waitContext{base: g.base, conn: rc.Conn()}
+	t, err := g.guard.limiter.Admit(&rg.wait, &fairness.Request{
 		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb,
 		APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 	})
-	wc.stop()
+	rg.wait.stop()
 	var rej *fairness.Rejected
 	if errors.As(err, &rej) {
 		rg.level = rej.Level
