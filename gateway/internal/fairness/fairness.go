@@ -85,9 +85,9 @@ type Rejected struct {
 
 func (r *Rejected) Error() string { return "fairness: " + r.Message }
 
-// Config sets the limits; zero disables a limit. The per-user limits
-// apply to the workload level: the system level is bounded by its
-// in-flight pools only.
+// Config sets the limits; zero disables a limit (the queue settings take
+// their defaults instead). The per-user limits apply to the workload
+// level: the system level is bounded by its in-flight pools only.
 type Config struct {
 	// MaxInflight and MaxMutatingInflight cap the non-mutating and the
 	// mutating requests in flight of each priority level (each level has
