@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +62,16 @@ type LimitsConfig struct {
 	ListBytesPerSecond int64
 	ListBytesBurst     int64
 	ListMaxWait        time.Duration
+	// Queues, HandSize, QueueLengthLimit and QueueMaxWait shape the fair
+	// queues requests over the in-flight limits wait in (kube-apiserver's
+	// API Priority and Fairness): each user is dealt HandSize of each
+	// pool's Queues and waits in the shortest, at most QueueMaxWait; a
+	// full queue (QueueLengthLimit) or the wait running out is 429. Zero:
+	// 64, 8, 50 and 15s.
+	Queues           int
+	HandSize         int
+	QueueLengthLimit int
+	QueueMaxWait     time.Duration
 }
 
 // ServingTLSConfig refines Config.TLS.
@@ -112,6 +121,7 @@ func (g *Gateway) newGuard() error {
 		MaxInflight: l.MaxRequestsInflight, MaxMutatingInflight: l.MaxMutatingRequestsInflight,
 		UserQPS: l.UserQPS, UserBurst: l.UserBurst, MaxWatchesPerUser: l.MaxWatchesPerUser,
 		ListBytesPerSecond: l.ListBytesPerSecond, ListBytesBurst: l.ListBytesBurst, ListMaxWait: l.ListMaxWait,
+		Queues: l.Queues, HandSize: l.HandSize, QueueLengthLimit: l.QueueLengthLimit, MaxWait: l.QueueMaxWait,
 		Metrics: cfg.Metrics,
 	}); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
@@ -198,6 +208,8 @@ type requestGuard struct {
 	audited  bool          // event is written at the stages the policy logs
 	event    auditv1.Event // the request-wide fields
 	ticket   *fairness.Ticket
+	level    *fairness.PriorityLevel // nil: not classified
+	wait     waitContext             // what Admit waits in
 	panicked bool
 }
 
@@ -249,22 +261,27 @@ func (g *Gateway) auditUnauthenticated(rc *fasthttp.RequestCtx, info *requestinf
 }
 
 // guardRequest runs after authentication: it writes RequestReceived
-// and applies the fairness limits (429 with Retry-After over a limit).
-// finishRequest completes what it started.
+// and applies the fairness limits: a request over the in-flight limit
+// of its priority level waits in a fair queue until a seat frees, the
+// client goes away or the gateway shuts down; 429 with Retry-After over
+// a limit. finishRequest completes what it started.
 func (g *Gateway) guardRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
 	rg := g.startAudit(rc, info, u)
-	t, err := g.guard.limiter.Admit(&fairness.Request{
+	rg.wait = waitContext{base: g.base, conn: rc.Conn()}
+	t, err := g.guard.limiter.Admit(&rg.wait, &fairness.Request{
 		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb,
 		APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 	})
+	rg.wait.stop()
 	var rej *fairness.Rejected
 	if errors.As(err, &rej) {
+		rg.level = rej.Level
 		return apierror.TooManyRequests(rej.Message, rej.RetryAfter)
 	}
 	if err != nil {
 		return err
 	}
-	rg.ticket = t
+	rg.ticket, rg.level = t, t.Level
 	return nil
 }
 
@@ -306,6 +323,13 @@ func (g *Gateway) finishRequest(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 	if rg.ticket != nil {
 		rg.ticket.Done(info.Verb, len(rc.Response.Body()))
 		rg.ticket.EndWatch()
+	}
+	if rg.level != nil {
+		// kube-apiserver's Priority and Fairness headers; here, after any
+		// Status was written (which resets the headers). Watches go
+		// without them: their stream writes its own headers.
+		rc.Response.Header.Set("X-Kubernetes-PF-FlowSchema-UID", rg.level.FlowSchemaUID)
+		rc.Response.Header.Set("X-Kubernetes-PF-PriorityLevel-UID", rg.level.UID)
 	}
 	if !rg.audited {
 		return
@@ -414,59 +438,3 @@ func userInfo(u user.Info) *authnv1.UserInfo {
 }
 
 func isJSON(contentType []byte) bool { return bytes.Contains(contentType, []byte("json")) }
-
-// trackConns wraps a listener's connections so that the end of a
-// hijacked one (a watch) can be seen: fasthttp closes it when the stream
-// is done.
-func trackConns(ln net.Listener) net.Listener { return trackListener{ln} }
-
-type trackListener struct{ net.Listener }
-
-func (l trackListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &trackedConn{Conn: c}, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	mu     sync.Mutex // guards hooks and closed
-	hooks  []func()
-	closed bool
-}
-
-func (c *trackedConn) Close() error {
-	c.mu.Lock()
-	hooks, first := c.hooks, !c.closed
-	c.hooks, c.closed = nil, true
-	c.mu.Unlock()
-	err := c.Conn.Close()
-	if first {
-		for _, f := range hooks {
-			f()
-		}
-	}
-	return err
-}
-
-// onClose runs f when conn (or the connection under its TLS) closes; it
-// reports false when conn is not tracked.
-func onClose(conn net.Conn, f func()) bool {
-	if tc, ok := conn.(*tls.Conn); ok {
-		conn = tc.NetConn()
-	}
-	t, ok := conn.(*trackedConn)
-	if !ok {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		go f()
-		return true
-	}
-	t.hooks = append(t.hooks, f)
-	return true
-}

@@ -9,7 +9,7 @@ import (
 )
 
 // opsFlags are kube-apiserver's audit, in-flight and TLS flags plus
-// kgate's per-user limits, taken by `kgate gateway` and `kgate dev`.
+// kgate's fair queuing and per-user limits, taken by `kgate gateway` and `kgate dev`.
 type opsFlags struct {
 	audit   gateway.AuditConfig
 	limits  gateway.LimitsConfig
@@ -29,6 +29,10 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	fs.IntVar(&a.Buffer, "audit-buffer-size", 10000, "audit events waiting for the sinks before new ones are dropped (kgate_gateway_audit_dropped_total)")
 	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "non-mutating requests in flight per priority level (system, workload); 0: unlimited; watches are not counted")
 	fs.IntVar(&l.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests in flight per priority level; 0: unlimited")
+	fs.IntVar(&l.Queues, "fairness-queues", 64, "queues per priority level and pool that requests over the in-flight limit wait in")
+	fs.IntVar(&l.HandSize, "fairness-hand-size", 8, "queues dealt to each user (shuffle sharding); a request joins the shortest")
+	fs.IntVar(&l.QueueLengthLimit, "fairness-queue-length", 50, "requests a queue holds; past it: 429")
+	fs.DurationVar(&l.QueueMaxWait, "fairness-max-wait", 15*time.Second, "how long a request waits in its queue for a seat before 429")
 	fs.Float64Var(&l.UserQPS, "user-qps", 0, "requests per second per user (token bucket; 0: unlimited); over it: 429 with Retry-After")
 	fs.IntVar(&l.UserBurst, "user-burst", 0, "burst of --user-qps (default 2×QPS)")
 	fs.IntVar(&l.MaxWatchesPerUser, "max-watches-per-user", 0, "concurrent watches per user (0: unlimited)")

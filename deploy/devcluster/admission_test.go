@@ -41,6 +41,15 @@ type webhookServer struct {
 
 func newWebhookServer(t *testing.T) *webhookServer {
 	t.Helper()
+	w := &webhookServer{}
+	w.srv, w.caPEM = startTLSServer(t, http.HandlerFunc(w.serve))
+	return w
+}
+
+// startTLSServer serves h over HTTPS with a certificate for 127.0.0.1
+// from a CA of its own, returned as PEM.
+func startTLSServer(t *testing.T, h http.Handler) (srv *httptest.Server, caPEM []byte) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook test CA"},
@@ -63,12 +72,11 @@ func newWebhookServer(t *testing.T) *webhookServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &webhookServer{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	w.srv = httptest.NewUnstartedServer(http.HandlerFunc(w.serve))
-	w.srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
-	w.srv.StartTLS()
-	t.Cleanup(w.srv.Close)
-	return w
+	srv = httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
 
 func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -24,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -102,7 +105,6 @@ func TestGuard(t *testing.T) {
 	t.Run("user rate", func(t *testing.T) { testUserRate(t, c) })
 	t.Run("watches per user", func(t *testing.T) { testWatchCap(t, c, admin) })
 	t.Run("list bytes", func(t *testing.T) { testListBytes(t, c, admin) })
-	t.Run("in flight", func(t *testing.T) { testInflight(t, c, admin) })
 	t.Run("certificate reload", func(t *testing.T) { testCertReload(t, c) })
 }
 
@@ -369,55 +371,6 @@ func testListBytes(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interfa
 	}
 }
 
-func testInflight(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interface) {
-	ns := "inflight"
-	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rc := newRawClient(t, c)
-	// One mutating request in flight per level: concurrent creates by the
-	// admin (level system) collide.
-	for round := 0; round < 5; round++ {
-		var mu sync.Mutex
-		var got *http.Response
-		var gotBody []byte
-		var wg sync.WaitGroup
-		for i := range 20 {
-			wg.Go(func() {
-				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%d-%d"}}`, round, i)
-				req, _ := http.NewRequest("POST", rc.base+"/api/v1/namespaces/"+ns+"/configmaps", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := rc.hc.Do(req)
-				if err != nil {
-					return
-				}
-				defer resp.Body.Close()
-				data, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode == 429 {
-					mu.Lock()
-					got, gotBody = resp, data
-					mu.Unlock()
-				} else if resp.StatusCode != 201 {
-					t.Errorf("create: %d %s", resp.StatusCode, data)
-				}
-			})
-		}
-		wg.Wait()
-		if got != nil {
-			want429(t, got, gotBody, "create over the in-flight limit")
-			if !bytes.Contains(gotBody, []byte("system")) {
-				t.Fatalf("429 does not name the level: %s", gotBody)
-			}
-			_, metrics := rc.do(t, "GET", "/metrics", nil)
-			if !strings.Contains(string(metrics), `kgate_gateway_rejected_total{gateway="gateway-0",reason="inflight"}`) {
-				t.Fatal("no kgate_gateway_rejected_total{reason=inflight}")
-			}
-			return
-		}
-	}
-	t.Fatal("no create was rejected with one mutating request in flight allowed")
-}
-
 func testCertReload(t *testing.T, c *devcluster.Cluster) {
 	certFile, keyFile := c.Bundle.ServingCertFile, c.Bundle.ServingKeyFile
 	oldCert, err := os.ReadFile(certFile)
@@ -505,4 +458,272 @@ func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+const fairTokens = `tok-fair-a,fair-a,uid-fair-a
+tok-fair-b,fair-b,uid-fair-b
+`
+
+// heldHook is a validating webhook that, once hold is called, keeps each
+// review until release: the request under review keeps its seat.
+type heldHook struct {
+	mu   sync.Mutex    // guards gate and hits
+	gate chan struct{} // nil: answer at once
+	hits int
+	held chan string // the name of each object held
+}
+
+func (h *heldHook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(rw, "bad review", http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.hits++
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		h.held <- review.Request.Name
+		<-gate
+	}
+	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+	review.Request = nil
+	_ = json.NewEncoder(rw).Encode(review)
+}
+
+func (h *heldHook) hold() {
+	h.mu.Lock()
+	h.gate = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *heldHook) release() {
+	h.mu.Lock()
+	close(h.gate)
+	h.gate = nil
+	h.mu.Unlock()
+}
+
+// created is the outcome of a create sent in the background.
+type created struct {
+	name   string
+	code   int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+// createAsync posts a ConfigMap named name and sends the outcome on out.
+func createAsync(ctx context.Context, rc *rawClient, ns, name string, out chan<- created) {
+	go func() {
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q}}`, name)
+		req, _ := http.NewRequestWithContext(ctx, "POST", rc.base+"/api/v1/namespaces/"+ns+"/configmaps", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := rc.hc.Do(req)
+		if err != nil {
+			out <- created{name: name, err: err}
+			return
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		out <- created{name: name, code: resp.StatusCode, header: resp.Header, body: data, err: err}
+	}()
+}
+
+// gatewayMetric is the value of the first series of name whose labels
+// contain each of labels (name="value" pairs), or -1.
+func gatewayMetric(t *testing.T, rc *rawClient, name string, labels ...string) float64 {
+	t.Helper()
+	_, text := rc.do(t, "GET", "/metrics", nil)
+	for line := range strings.SplitSeq(string(text), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		return v
+	}
+	return -1
+}
+
+// TestFairQueuing: with one mutating seat, requests beyond it wait in
+// their users' queues and are served once it frees, rather than 429;
+// a full queue is 429 (queue_full); a client that goes away while
+// queued leaves its queue; the seat count stays right throughout. A
+// webhook holding the first request keeps the seat taken for as long as
+// the test needs.
+func TestFairQueuing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: skipped under -short")
+	}
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(fairTokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// One queue per user (hand of 1 of 64: fair-a and fair-b hash to
+	// different queues), two requests per queue.
+	c, err := devcluster.Start(ctx, devcluster.Config{
+		DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+		TokenAuthFile: tokens,
+		Limits: gateway.LimitsConfig{
+			MaxMutatingRequestsInflight: 1,
+			Queues:                      64, HandSize: 1, QueueLengthLimit: 2, QueueMaxWait: time.Minute,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitRBAC(t, c)
+	admin, err := kubernetes.NewForConfig(restConfig(t, c, true, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminRaw := newRawClient(t, c)
+	bg := context.Background()
+	ns := "fair"
+	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"fair-test": ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bindRole(t, admin, ns, "fair-edit", "ClusterRole", "edit", userSubject("fair-a"), userSubject("fair-b"))
+	hook := &heldHook{held: make(chan string, 10)}
+	srv, caPEM := startTLSServer(t, hook)
+	url := srv.URL + "/hold"
+	ignore, none, timeout := admissionregistrationv1.Ignore, admissionregistrationv1.SideEffectClassNone, int32(30)
+	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(bg, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "fair-hold"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "hold.kgate.test", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caPEM},
+			Rules: configMapRules, FailurePolicy: &ignore, SideEffects: &none, TimeoutSeconds: &timeout,
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"fair-test": ns}},
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := tokenRaw(t, c, "tok-fair-a"), tokenRaw(t, c, "tok-fair-b")
+	seq := 0
+	eventually(t, "fair-a creates through the webhook", func() error {
+		seq++
+		resp, body := a.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"warmup-%d"}}`, seq), "Content-Type", "application/json")
+		if resp.StatusCode != 201 {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		if hook.hits == 0 {
+			return errors.New("the webhook is not called yet")
+		}
+		return nil
+	})
+	// The level's UIDs are stable and name the level.
+	resp, _ := a.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil)
+	respAdmin, _ := adminRaw.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil)
+	pl, fs := resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+	if pl == "" || fs == "" || pl == respAdmin.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") || respAdmin.Header.Get("X-Kubernetes-PF-FlowSchema-UID") == "" {
+		t.Fatalf("priority and fairness headers: workload %q %q, system %v", pl, fs, respAdmin.Header)
+	}
+
+	queued := func(want float64) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("%v requests queued", want), func() error {
+			if got := gatewayMetric(t, adminRaw, "kgate_gateway_queued_requests", `level="workload"`); got != want {
+				return fmt.Errorf("%v queued", got)
+			}
+			return nil
+		})
+	}
+	hook.hold()
+	out := make(chan created, 10)
+	createAsync(bg, a, ns, "a1", out)
+	if got := <-hook.held; got != "a1" {
+		t.Fatalf("webhook holds %q", got)
+	}
+	// a1 holds the only seat: a2, a3 and then b1 wait, each in its
+	// user's queue.
+	createAsync(bg, a, ns, "a2", out)
+	queued(1)
+	createAsync(bg, a, ns, "a3", out)
+	queued(2)
+	createAsync(bg, b, ns, "b1", out)
+	queued(3)
+	// fair-a's queue is full.
+	resp, body := a.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a4"}}`), "Content-Type", "application/json")
+	want429(t, resp, body, "a create over a full queue")
+	if resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") != pl {
+		t.Fatalf("429 priority level UID %q, want %q", resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), pl)
+	}
+	if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="queue_full"`); n != 1 {
+		t.Fatalf("kgate_gateway_rejected_total{reason=queue_full} = %v", n)
+	}
+	// A client going away leaves its queue.
+	gone, goAway := context.WithCancel(bg)
+	createAsync(gone, b, ns, "b2", out)
+	queued(4)
+	goAway()
+	if r := <-out; r.name != "b2" || r.err == nil {
+		t.Fatalf("b2: %+v", r)
+	}
+	queued(3)
+	eventually(t, "the cancelled wait counted", func() error {
+		if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="cancelled"`); n != 1 {
+			return fmt.Errorf("kgate_gateway_rejected_total{reason=cancelled} = %v", n)
+		}
+		return nil
+	})
+	// Once a1 is let through, the others are served in turn, round
+	// robin over the two queues: b1 before a3, though it came last.
+	hook.release()
+	var order []string
+	for range 4 {
+		r := <-out
+		if r.err != nil || r.code != 201 {
+			t.Fatalf("%s: %d %s %v, want 201 after waiting", r.name, r.code, r.body, r.err)
+		}
+		order = append(order, r.name)
+	}
+	t.Logf("served: %v", order)
+	if order[0] != "a1" || order[3] != "a3" {
+		t.Fatalf("served %v: want a1 first and a3 last", order)
+	}
+	queued(0)
+	eventually(t, "no request in flight", func() error {
+		if n := gatewayMetric(t, adminRaw, "kgate_gateway_inflight", `level="workload"`); n != 0 {
+			return fmt.Errorf("kgate_gateway_inflight{level=workload} = %v", n)
+		}
+		return nil
+	})
+	// The waits were timed: not all of them were 0.
+	n := gatewayMetric(t, adminRaw, "kgate_gateway_queue_wait_seconds_count", `level="workload"`)
+	if zero := gatewayMetric(t, adminRaw, "kgate_gateway_queue_wait_seconds_bucket", `level="workload"`, `le="0"`); zero < 0 || n-zero < 4 {
+		t.Fatalf("kgate_gateway_queue_wait_seconds{level=workload}: %v waits, %v of them 0; want a2, a3, b1 and b2 to have waited", n, zero)
+	}
+	// The seat is free: two creates in a row pass at once.
+	for _, name := range []string{"after-1", "after-2"} {
+		resp, body := b.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q}}`, name), "Content-Type", "application/json")
+		if resp.StatusCode != 201 {
+			t.Fatalf("%s: %d %s", name, resp.StatusCode, body)
+		}
+	}
 }

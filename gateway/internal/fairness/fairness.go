@@ -1,19 +1,23 @@
 // Package fairness limits what each client may take from a gateway: a
 // cap on requests in flight per priority level (kube-apiserver's
 // --max-requests-inflight and --max-mutating-requests-inflight, with
-// long-running requests excluded), a token bucket of requests per user, a
-// cap on concurrent watches per user, and a per-user budget of bytes
-// returned by LISTs, charged once a response's size is known. A request
-// over a limit gets a *Rejected carrying how long to wait.
+// long-running requests excluded) with fair queuing beyond it (API
+// Priority and Fairness: shuffle-sharded queues per level, served round
+// robin, bounded in length and in wait), a token bucket of requests per
+// user, a cap on concurrent watches per user, and a per-user budget of
+// bytes returned by LISTs, charged once a response's size is known. A
+// request over a limit gets a *Rejected carrying how long to wait.
 package fairness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,11 +34,45 @@ const (
 // Reasons a request is rejected, the reason label of
 // kgate_gateway_rejected_total.
 const (
-	ReasonInflight  = "inflight"
+	// ReasonQueueFull: over the in-flight limit, and the shortest queue
+	// of the user's hand is full.
+	ReasonQueueFull = "queue_full"
+	// ReasonTimeout: queued for MaxWait without getting a seat.
+	ReasonTimeout = "time_out"
+	// ReasonCancelled: the request's context ended while it was queued
+	// (the client went away or the gateway is shutting down).
+	ReasonCancelled = "cancelled"
 	ReasonUserRate  = "user_rate"
 	ReasonWatches   = "watches"
 	ReasonListBytes = "list_bytes"
 )
+
+// Defaults of the queue settings (kube-apiserver's for a priority level,
+// and its 15 s bound on the wait of a request with the default 60 s
+// request timeout).
+const (
+	DefaultQueues           = 64
+	DefaultHandSize         = 8
+	DefaultQueueLengthLimit = 50
+	DefaultMaxWait          = 15 * time.Second
+)
+
+// PriorityLevel names a priority level the way kube-apiserver's response
+// headers X-Kubernetes-PF-PriorityLevel-UID and
+// X-Kubernetes-PF-FlowSchema-UID do; kgate has one flow schema per level,
+// named after it. The UIDs are derived from the name: the same in every
+// gateway and across restarts.
+type PriorityLevel struct {
+	Name, UID, FlowSchemaUID string
+}
+
+func newPriorityLevel(name string) PriorityLevel {
+	return PriorityLevel{
+		Name:          name,
+		UID:           uuid.NewSHA1(uuid.NameSpaceURL, []byte("kgate:prioritylevelconfiguration/"+name)).String(),
+		FlowSchemaUID: uuid.NewSHA1(uuid.NameSpaceURL, []byte("kgate:flowschema/"+name)).String(),
+	}
+}
 
 // Rejected is the error of a request over a limit: 429 TooManyRequests
 // with Retry-After.
@@ -42,13 +80,14 @@ type Rejected struct {
 	Reason     string
 	RetryAfter int // seconds, at least 1
 	Message    string
+	Level      *PriorityLevel
 }
 
 func (r *Rejected) Error() string { return "fairness: " + r.Message }
 
-// Config sets the limits; zero disables a limit. The per-user limits
-// apply to the workload level: the system level is bounded by its
-// in-flight pools only.
+// Config sets the limits; zero disables a limit (the queue settings take
+// their defaults instead). The per-user limits apply to the workload
+// level: the system level is bounded by its in-flight pools only.
 type Config struct {
 	// MaxInflight and MaxMutatingInflight cap the non-mutating and the
 	// mutating requests in flight of each priority level (each level has
@@ -57,6 +96,15 @@ type Config struct {
 	// counted.
 	MaxInflight         int
 	MaxMutatingInflight int
+	// Queues, HandSize, QueueLengthLimit and MaxWait shape the queues of
+	// each limited pool: a request over the in-flight limit waits in the
+	// shortest of the HandSize queues (of Queues) its user is dealt, is
+	// rejected when that queue already holds QueueLengthLimit requests,
+	// and gives up after MaxWait. Zero: the Default* values.
+	Queues           int
+	HandSize         int
+	QueueLengthLimit int
+	MaxWait          time.Duration
 	// UserQPS and UserBurst are each user's token bucket of requests.
 	// Burst defaults to max(1, 2×QPS).
 	UserQPS   float64
@@ -70,11 +118,14 @@ type Config struct {
 	ListBytesPerSecond int64
 	ListBytesBurst     int64
 	ListMaxWait        time.Duration
-	// Now and Sleep are the clock; default time.Now and time.Sleep.
+	// Now and Sleep are the clock, After the queue wait's timer; default
+	// time.Now, time.Sleep and time.After.
 	Now   func() time.Time
 	Sleep func(time.Duration)
-	// Metrics registers kgate_gateway_inflight and
-	// kgate_gateway_rejected_total; required.
+	After func(time.Duration) <-chan time.Time
+	// Metrics registers kgate_gateway_inflight,
+	// kgate_gateway_rejected_total, kgate_gateway_queued_requests and
+	// kgate_gateway_queue_wait_seconds; required.
 	Metrics prometheus.Registerer
 }
 
@@ -84,41 +135,21 @@ type Limiter struct {
 	levels   map[string]*level
 	inflight *prometheus.GaugeVec
 	rejected *prometheus.CounterVec
+	queued   *prometheus.GaugeVec
+	wait     *prometheus.HistogramVec
 
 	mu      sync.Mutex // guards users and sweepAt
 	users   map[string]*userState
 	sweepAt int
 }
 
-// level is one priority level's pools.
+// level is one priority level's pools; a nil pool is unlimited.
 type level struct {
-	name     string
-	read     pool
-	mutating pool
-	gauge    prometheus.Gauge
-}
-
-// pool counts requests in flight against a limit (0: unlimited).
-type pool struct {
-	mu    sync.Mutex // guards n
-	n     int
-	limit int
-}
-
-func (p *pool) acquire() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.limit > 0 && p.n >= p.limit {
-		return false
-	}
-	p.n++
-	return true
-}
-
-func (p *pool) release() {
-	p.mu.Lock()
-	p.n--
-	p.mu.Unlock()
+	PriorityLevel
+	read     *queueSet
+	mutating *queueSet
+	gauge    prometheus.Gauge    // in flight
+	wait     prometheus.Observer // queue wait
 }
 
 // userState is one user's buckets and watch count.
@@ -134,8 +165,27 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Metrics == nil {
 		return nil, errors.New("cannot make fairness limiter: Metrics is required")
 	}
-	if cfg.MaxInflight < 0 || cfg.MaxMutatingInflight < 0 || cfg.UserQPS < 0 || cfg.UserBurst < 0 || cfg.MaxWatchesPerUser < 0 || cfg.ListBytesPerSecond < 0 || cfg.ListBytesBurst < 0 {
+	if cfg.MaxInflight < 0 || cfg.MaxMutatingInflight < 0 || cfg.UserQPS < 0 || cfg.UserBurst < 0 || cfg.MaxWatchesPerUser < 0 || cfg.ListBytesPerSecond < 0 || cfg.ListBytesBurst < 0 ||
+		cfg.Queues < 0 || cfg.HandSize < 0 || cfg.QueueLengthLimit < 0 || cfg.MaxWait < 0 {
 		return nil, errors.New("cannot make fairness limiter: limits must not be negative")
+	}
+	if cfg.Queues == 0 {
+		cfg.Queues = DefaultQueues
+	}
+	if cfg.HandSize == 0 {
+		cfg.HandSize = min(DefaultHandSize, cfg.Queues)
+	}
+	if cfg.QueueLengthLimit == 0 {
+		cfg.QueueLengthLimit = DefaultQueueLengthLimit
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.HandSize > cfg.Queues {
+		return nil, fmt.Errorf("cannot make fairness limiter: hand size %d is more than the %d queues", cfg.HandSize, cfg.Queues)
+	}
+	if !dealable(cfg.Queues, cfg.HandSize) {
+		return nil, fmt.Errorf("cannot make fairness limiter: hands of %d of %d queues need more than 64 bits of hash", cfg.HandSize, cfg.Queues)
 	}
 	if cfg.UserQPS > 0 && cfg.UserBurst == 0 {
 		cfg.UserBurst = max(1, int(2*cfg.UserQPS))
@@ -152,6 +202,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = time.Sleep
 	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
 	l := &Limiter{
 		cfg:     cfg,
 		levels:  make(map[string]*level, 2),
@@ -163,19 +216,36 @@ func New(cfg Config) (*Limiter, error) {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_gateway_rejected_total", Help: "Requests rejected with 429 by fairness, by reason.",
 		}, []string{"reason"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kgate_gateway_queued_requests", Help: "Requests waiting in the fairness queues for a seat, by priority level.",
+		}, []string{"level"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kgate_gateway_queue_wait_seconds", Help: "Time requests held by the in-flight limit waited in the fairness queues (0 for those seated at once), whether they got a seat or not, by priority level.",
+			Buckets: []float64{0, .005, .02, .05, .1, .2, .5, 1, 2, 5, 10, 15, 30},
+		}, []string{"level"}),
 	}
-	for _, c := range []prometheus.Collector{l.inflight, l.rejected} {
+	for _, c := range []prometheus.Collector{l.inflight, l.rejected, l.queued, l.wait} {
 		if err := cfg.Metrics.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register fairness metrics: %w", err)
 		}
 	}
 	for _, name := range []string{LevelSystem, LevelWorkload} {
-		l.levels[name] = &level{name: name, read: pool{limit: cfg.MaxInflight}, mutating: pool{limit: cfg.MaxMutatingInflight}, gauge: l.inflight.WithLabelValues(name)}
+		lv := &level{PriorityLevel: newPriorityLevel(name), gauge: l.inflight.WithLabelValues(name), wait: l.wait.WithLabelValues(name)}
+		lv.read, lv.mutating = l.pool(cfg.MaxInflight, name), l.pool(cfg.MaxMutatingInflight, name)
+		l.levels[name] = lv
 	}
-	for _, r := range []string{ReasonInflight, ReasonUserRate, ReasonWatches, ReasonListBytes} {
+	for _, r := range []string{ReasonQueueFull, ReasonTimeout, ReasonCancelled, ReasonUserRate, ReasonWatches, ReasonListBytes} {
 		l.rejected.WithLabelValues(r)
 	}
 	return l, nil
+}
+
+// pool makes a limited pool of level's, nil when limit is 0.
+func (l *Limiter) pool(limit int, level string) *queueSet {
+	if limit == 0 {
+		return nil
+	}
+	return newQueueSet(limit, l.cfg.Queues, l.cfg.HandSize, l.cfg.QueueLengthLimit, l.queued.WithLabelValues(level))
 }
 
 // Request is what the limiter looks at.
@@ -229,19 +299,23 @@ func mutating(verb string) bool {
 // Ticket is an admitted request. Done must be called once the response
 // is written; EndWatch once a watch it admitted ends.
 type Ticket struct {
+	// Level is the request's priority level.
+	Level *PriorityLevel
 	l     *Limiter
 	user  string
-	pool  *pool
-	gauge prometheus.Gauge
+	pool  *queueSet        // nil: no seat held
+	gauge prometheus.Gauge // nil: not counted in flight
 	watch bool
 }
 
-// Admit decides on r: it returns a *Rejected when r is over a limit. A LIST
-// may wait here for its user's byte budget.
-func (l *Limiter) Admit(r *Request) (*Ticket, error) {
-	t := &Ticket{l: l, user: r.User}
+// Admit decides on r: it returns a *Rejected when r is over a limit. A
+// request over its pool's in-flight limit waits in a queue for a seat
+// until it gets one, its queue is full, it has waited MaxWait or ctx
+// ends; a LIST may also wait here for its user's byte budget.
+func (l *Limiter) Admit(ctx context.Context, r *Request) (*Ticket, error) {
 	lv := l.levels[Level(r)]
-	if lv.name == LevelWorkload {
+	t := &Ticket{Level: &lv.PriorityLevel, l: l, user: r.User}
+	if lv.Name == LevelWorkload {
 		if err := l.admitUser(r, t); err != nil {
 			return nil, err
 		}
@@ -249,17 +323,59 @@ func (l *Limiter) Admit(r *Request) (*Ticket, error) {
 	if LongRunning(r) {
 		return t, nil
 	}
-	p := &lv.read
+	s := lv.read
 	if mutating(r.Verb) {
-		p = &lv.mutating
+		s = lv.mutating
 	}
-	if !p.acquire() {
-		t.EndWatch()
-		return nil, l.reject(ReasonInflight, time.Second, fmt.Sprintf("too many requests in flight at priority level %q, please try again later", lv.name))
+	if s != nil {
+		if err := l.seat(ctx, lv, s, r.User); err != nil {
+			t.EndWatch()
+			return nil, err
+		}
+		t.pool = s
 	}
 	lv.gauge.Inc()
-	t.pool, t.gauge = p, lv.gauge
+	t.gauge = lv.gauge
 	return t, nil
+}
+
+// seat takes a seat of s for flow, waiting in a queue when none is free.
+func (l *Limiter) seat(ctx context.Context, lv *level, s *queueSet, flow string) error {
+	w, err := s.enter(flow)
+	if err != nil {
+		return l.reject(lv, ReasonQueueFull, time.Second, fmt.Sprintf("too many requests waiting at priority level %q, please try again later", lv.Name))
+	}
+	if w == nil {
+		lv.wait.Observe(0)
+		return nil
+	}
+	start := l.cfg.Now()
+	var reason string
+	select {
+	case <-w.ready:
+	case <-l.cfg.After(l.cfg.MaxWait):
+		reason = ReasonTimeout
+	case <-ctx.Done():
+		reason = ReasonCancelled
+	}
+	if reason != "" && s.leave(w) {
+		// Seated while giving up: a late seat still serves a request
+		// that timed out, but the seat of one whose client is gone goes
+		// to the next.
+		if reason == ReasonTimeout {
+			reason = ""
+		} else {
+			s.release()
+		}
+	}
+	lv.wait.Observe(l.cfg.Now().Sub(start).Seconds())
+	switch reason {
+	case ReasonTimeout:
+		return l.reject(lv, reason, time.Second, fmt.Sprintf("request waited %v in the queue of priority level %q without a seat, please try again later", l.cfg.MaxWait, lv.Name))
+	case ReasonCancelled:
+		return l.reject(lv, reason, time.Second, fmt.Sprintf("request queued at priority level %q was cancelled: %v", lv.Name, context.Cause(ctx)))
+	}
+	return nil
 }
 
 func (l *Limiter) admitUser(r *Request, t *Ticket) error {
@@ -279,23 +395,24 @@ func (l *Limiter) admitUser(r *Request, t *Ticket) error {
 // sleep and try again (a LIST waiting for its byte budget).
 func (l *Limiter) tryUser(r *Request, t *Ticket) (time.Duration, error) {
 	now := l.cfg.Now()
+	lv := l.levels[LevelWorkload]
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := l.user(r.User, now)
 	if r.Verb == "list" && l.cfg.ListBytesPerSecond > 0 {
 		if d := u.bytes.debt(float64(l.cfg.ListBytesPerSecond), float64(l.cfg.ListBytesBurst), now); d > 0 {
 			if d > l.cfg.ListMaxWait {
-				return 0, l.reject(ReasonListBytes, d, fmt.Sprintf("user %q has listed too many bytes, please try again later", r.User))
+				return 0, l.reject(lv, ReasonListBytes, d, fmt.Sprintf("user %q has listed too many bytes, please try again later", r.User))
 			}
 			return d, nil
 		}
 	}
 	if r.Verb == "watch" && l.cfg.MaxWatchesPerUser > 0 && u.watches >= l.cfg.MaxWatchesPerUser {
-		return 0, l.reject(ReasonWatches, time.Second, fmt.Sprintf("user %q has too many watches open (%d), please try again later", r.User, u.watches))
+		return 0, l.reject(lv, ReasonWatches, time.Second, fmt.Sprintf("user %q has too many watches open (%d), please try again later", r.User, u.watches))
 	}
 	if l.cfg.UserQPS > 0 {
 		if ok, d := u.requests.take(1, l.cfg.UserQPS, float64(l.cfg.UserBurst), now); !ok {
-			return 0, l.reject(ReasonUserRate, d, fmt.Sprintf("user %q is over its request rate, please try again later", r.User))
+			return 0, l.reject(lv, ReasonUserRate, d, fmt.Sprintf("user %q is over its request rate, please try again later", r.User))
 		}
 	}
 	if r.Verb == "watch" {
@@ -328,18 +445,22 @@ func (l *Limiter) user(name string, now time.Time) *userState {
 	return u
 }
 
-func (l *Limiter) reject(reason string, wait time.Duration, msg string) *Rejected {
+func (l *Limiter) reject(lv *level, reason string, wait time.Duration, msg string) *Rejected {
 	l.rejected.WithLabelValues(reason).Inc()
-	return &Rejected{Reason: reason, RetryAfter: retryAfter(wait), Message: msg}
+	return &Rejected{Reason: reason, RetryAfter: retryAfter(wait), Message: msg, Level: &lv.PriorityLevel}
 }
 
-// Done releases the request's in-flight slot and, for a LIST, charges
-// the bytes it returned to its user's budget.
+// Done releases the request's seat, which goes to the next request
+// queued, and, for a LIST, charges the bytes it returned to its user's
+// budget. Calls after the first release nothing.
 func (t *Ticket) Done(verb string, responseBytes int) {
 	if t.pool != nil {
 		t.pool.release()
-		t.gauge.Dec()
 		t.pool = nil
+	}
+	if t.gauge != nil {
+		t.gauge.Dec()
+		t.gauge = nil
 	}
 	l := t.l
 	if verb != "list" || l.cfg.ListBytesPerSecond == 0 || responseBytes <= 0 {
