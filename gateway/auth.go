@@ -19,17 +19,37 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/authz/webhook"
 	"github.com/kgate/kgate/gateway/internal/rbacfeed"
 	"github.com/kgate/kgate/gateway/internal/review"
 	"github.com/kgate/kgate/gateway/internal/satoken"
 	"github.com/kgate/kgate/storage"
 )
 
+// AuthorizationWebhookConfig is kube-apiserver's --authorization-webhook-*
+// flags: how mode Webhook reaches its service.
+type AuthorizationWebhookConfig struct {
+	// ConfigFile is the kubeconfig of the service
+	// (--authorization-webhook-config-file); required with mode Webhook.
+	ConfigFile string
+	// Version is the SubjectAccessReview version sent, v1 (default) or
+	// v1beta1 (--authorization-webhook-version).
+	Version string
+	// CacheAuthorizedTTL and CacheUnauthorizedTTL are how long allowed and
+	// not allowed answers are cached (--authorization-webhook-cache-*-ttl):
+	// zero means the default (5m, 30s), negative no caching.
+	CacheAuthorizedTTL   time.Duration
+	CacheUnauthorizedTTL time.Duration
+	// Timeout bounds each decision, retries included. Default 30s.
+	Timeout time.Duration
+}
+
 // authState is the gateway's authentication and authorization beyond
 // authn: the authorizer chain, the RBAC authorizer and its feed, the
 // escalation checks, service-account tokens and the review APIs.
 type authState struct {
 	authorizer authz.Authorizer
+	selectors  bool           // an authorizer looks at field and label selectors (the webhook)
 	rbac       *authz.RBAC    // always present: escalation checks read it
 	feed       *rbacfeed.Feed // nil unless a mode is RBAC
 	escalation *authz.Escalation
@@ -77,7 +97,12 @@ func (g *Gateway) newAuth() error {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.auth.rbac = authz.NewRBAC()
-	if g.auth.authorizer, err = authz.New(authz.Config{Modes: cfg.AuthorizationModes}, g.auth.rbac); err != nil {
+	ac := authz.Config{Modes: cfg.AuthorizationModes}
+	if ac.Webhook, err = g.newAuthzWebhook(); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.auth.selectors = ac.Webhook != nil
+	if g.auth.authorizer, err = authz.New(ac, g.auth.rbac); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.auth.escalation = authz.NewEscalation(g.auth.authorizer, g.auth.rbac)
@@ -100,6 +125,36 @@ func (g *Gateway) newAuth() error {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	return g.newAdmission()
+}
+
+// newAuthzWebhook builds mode Webhook's authorizer when it is one of the
+// modes; nil otherwise. Webhook options without the mode are an error,
+// as a config file given with a typo in --authorization-mode would
+// otherwise be ignored.
+func (g *Gateway) newAuthzWebhook() (authz.Authorizer, error) {
+	wc := g.cfg.AuthorizationWebhook
+	if !slices.Contains(g.cfg.AuthorizationModes, authz.ModeWebhook) {
+		if wc != (AuthorizationWebhookConfig{}) {
+			return nil, errors.New("authorization webhook options need Webhook in the authorization modes")
+		}
+		return nil, nil
+	}
+	if wc.ConfigFile == "" {
+		return nil, errors.New("authorization mode Webhook needs an authorization webhook config file")
+	}
+	m, err := webhook.NewMetrics(g.cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	w, err := webhook.New(g.base, webhook.Config{
+		ConfigFile: wc.ConfigFile, Version: wc.Version,
+		AuthorizedTTL: wc.CacheAuthorizedTTL, UnauthorizedTTL: wc.CacheUnauthorizedTTL, Timeout: wc.Timeout,
+		Logger: g.cfg.Logger.With("component", "authz-webhook"), Metrics: m,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // rbacMode reports whether RBAC is one of the authorization modes (the
@@ -140,7 +195,8 @@ func (g *Gateway) rbacReady(ctx context.Context) error {
 
 // ruleResolver lists a user's rules for SelfSubjectRulesReview, as
 // kube-apiserver's rule resolvers: all of them under AlwaysAllow, the
-// RBAC rules under RBAC, in mode order.
+// RBAC rules under RBAC, in mode order. Under Webhook the list is
+// incomplete: the webhook can only answer single requests.
 type ruleResolver struct{ g *Gateway }
 
 var everything = []rbacv1.PolicyRule{
@@ -155,8 +211,12 @@ func (r ruleResolver) RulesFor(u user.Info, namespace string) ([]rbacv1.PolicyRu
 	}
 	var rules []rbacv1.PolicyRule
 	var errs []error
+	incomplete := false
 	for _, m := range modes {
 		switch m {
+		case authz.ModeWebhook:
+			incomplete = true
+			errs = append(errs, errWebhookRules)
 		case authz.ModeAlwaysAllow:
 			rules = append(rules, everything...)
 		case authz.ModeRBAC:
@@ -167,8 +227,12 @@ func (r ruleResolver) RulesFor(u user.Info, namespace string) ([]rbacv1.PolicyRu
 			}
 		}
 	}
-	return rules, false, errors.Join(errs...)
+	return rules, incomplete, errors.Join(errs...)
 }
+
+// errWebhookRules is upstream's webhook RulesFor error, shown in the
+// review's evaluationError.
+var errWebhookRules = errors.New("webhook authorizer does not support user rule resolution")
 
 // objectLookup finds service accounts and the objects tokens are bound to
 // for token verification: from the cache nodes, read as they are now;

@@ -36,6 +36,13 @@ func (g *Gateway) authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u u
 		u = as
 	}
 	a := authz.AttributesFor(u, info)
+	if g.auth.selectors {
+		switch a.Verb {
+		case "list", "watch", "deletecollection": // upstream's verbs with selectors
+			q := rc.QueryArgs()
+			a.FieldSelector, a.LabelSelector = string(q.Peek("fieldSelector")), string(q.Peek("labelSelector"))
+		}
+	}
 	if d, reason := g.auth.authorizer.Authorize(a); d != authz.Allow {
 		return forbidden(a, reason)
 	}

@@ -103,9 +103,11 @@ type Config struct {
 
 	// Authentication and authorization.
 	// AuthorizationModes are the --authorization-mode values, asked in
-	// order after system:masters: RBAC, AlwaysAllow, AlwaysDeny. Default
-	// RBAC.
+	// order after system:masters: RBAC, AlwaysAllow, AlwaysDeny, Webhook.
+	// Default RBAC.
 	AuthorizationModes []string
+	// AuthorizationWebhook configures mode Webhook (auth.go).
+	AuthorizationWebhook AuthorizationWebhookConfig
 	// ServiceAccountIssuers are the --service-account-issuer values: the
 	// first is written into issued tokens, all are accepted. Required
 	// with either key option.

@@ -80,6 +80,8 @@ type Config struct {
 	// Authentication and authorization (see gateway.Config).
 	// AuthorizationModes default to RBAC.
 	AuthorizationModes []string
+	// AuthorizationWebhook configures mode Webhook.
+	AuthorizationWebhook gateway.AuthorizationWebhookConfig
 	// ServiceAccountSigningKeyFile signs service-account tokens; default
 	// DataDir/sa.key, generated at the first start.
 	ServiceAccountSigningKeyFile string
@@ -274,6 +276,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				Logger:  log.With("component", "gateway", "gateway", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
 				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
+				AuthorizationWebhook:   cfg.AuthorizationWebhook,
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
 				// kgate dev has no controller manager to do it.
 				AggregateClusterRoles: true,

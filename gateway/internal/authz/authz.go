@@ -1,7 +1,7 @@
 // Package authz decides whether a request may proceed, with kube-apiserver's
 // semantics: RBAC evaluated in memory from the Roles, ClusterRoles and
-// bindings the gateway watches, the AlwaysAllow and AlwaysDeny modes, the
-// union of the modes in --authorization-mode order behind the privileged
+// bindings the gateway watches, the AlwaysAllow and AlwaysDeny modes, a
+// Webhook authorizer plugged in from authz/webhook, the union of the modes in --authorization-mode order behind the privileged
 // group system:masters, and the privilege-escalation checks for writes of
 // roles and bindings.
 package authz
@@ -47,11 +47,16 @@ type Attributes struct {
 	Verb              string // get, list, ... for resources; the lower-case method otherwise
 	Namespace         string
 	APIGroup          string
+	APIVersion        string
 	Resource          string
 	Subresource       string
 	Name              string
 	Path              string // the URL path, matched by nonResourceURLs
 	IsResourceRequest bool
+	// FieldSelector and LabelSelector are the unparsed selectors of a
+	// list, watch or deletecollection; only the webhook looks at them.
+	FieldSelector string
+	LabelSelector string
 }
 
 // AttributesFor builds the attributes of a parsed request made by u, as
@@ -62,6 +67,7 @@ func AttributesFor(u user.Info, info *requestinfo.Info) Attributes {
 		Verb:              info.Verb,
 		Namespace:         info.Namespace,
 		APIGroup:          info.APIGroup,
+		APIVersion:        info.APIVersion,
 		Resource:          info.Resource,
 		Subresource:       info.Subresource,
 		Name:              info.Name,
@@ -81,10 +87,11 @@ const (
 	ModeRBAC        = "RBAC"
 	ModeAlwaysAllow = "AlwaysAllow"
 	ModeAlwaysDeny  = "AlwaysDeny"
+	ModeWebhook     = "Webhook"
 )
 
 // ErrUnsupportedMode is returned by New for a mode kube-apiserver has and
-// kgate does not (Node, ABAC, Webhook) or that does not exist.
+// kgate does not (Node, ABAC) or that does not exist.
 var ErrUnsupportedMode = errors.New("authz: unsupported authorization mode")
 
 // Config selects the authorizers.
@@ -92,6 +99,9 @@ type Config struct {
 	// Modes are the --authorization-mode values in the order they are
 	// asked. Default: RBAC.
 	Modes []string
+	// Webhook serves mode Webhook (authz/webhook); required when Modes
+	// lists it.
+	Webhook Authorizer
 }
 
 // New builds the authorizer kube-apiserver builds: members of
@@ -120,6 +130,11 @@ func New(cfg Config, rbac *RBAC) (Authorizer, error) {
 			u = append(u, AlwaysAllow{})
 		case ModeAlwaysDeny:
 			u = append(u, AlwaysDeny{})
+		case ModeWebhook:
+			if cfg.Webhook == nil {
+				return nil, errors.New("authz: mode Webhook needs a webhook authorizer")
+			}
+			u = append(u, cfg.Webhook)
 		default:
 			return nil, fmt.Errorf("%w: %q", ErrUnsupportedMode, m)
 		}

@@ -52,7 +52,7 @@ func TestNew(t *testing.T) {
 		})
 	}
 
-	for _, bad := range [][]string{{"Webhook"}, {"Node", ModeRBAC}, {"ABAC"}, {"rbac"}} {
+	for _, bad := range [][]string{{"Node", ModeRBAC}, {"ABAC"}, {"rbac"}, {"webhook"}} {
 		if _, err := New(Config{Modes: bad}, empty); !errors.Is(err, ErrUnsupportedMode) {
 			t.Errorf("modes %v: %v, want ErrUnsupportedMode", bad, err)
 		}
@@ -63,6 +63,40 @@ func TestNew(t *testing.T) {
 	if _, err := New(Config{Modes: []string{ModeRBAC}}, nil); err == nil {
 		t.Error("mode RBAC without an RBAC authorizer was accepted")
 	}
+	if _, err := New(Config{Modes: []string{ModeWebhook}}, empty); err == nil || errors.Is(err, ErrUnsupportedMode) {
+		t.Errorf("mode Webhook without a webhook authorizer: %v", err)
+	}
+}
+
+// fixed answers every request the same way (a stand-in for the webhook).
+type fixed struct {
+	d      Decision
+	reason string
+}
+
+func (f fixed) Authorize(Attributes) (Decision, string) { return f.d, f.reason }
+
+// TestWebhookMode checks the webhook's place in the chain: asked after
+// the modes before it, its deny final, its no opinion passed on.
+func TestWebhookMode(t *testing.T) {
+	empty, _ := load(nil)
+	alice := Attributes{User: &user.DefaultInfo{Name: "alice"}, IsResourceRequest: true, Verb: "get", Resource: "pods"}
+	f := func(modes []string, wh fixed, want Decision, wantReason string) {
+		t.Helper()
+		a, err := New(Config{Modes: modes, Webhook: wh}, empty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, reason := a.Authorize(alice); got != want || reason != wantReason {
+			t.Errorf("modes %v, webhook %v: got %v %q, want %v %q", modes, wh, got, reason, want, wantReason)
+		}
+	}
+	f([]string{ModeRBAC, ModeWebhook}, fixed{Allow, ""}, Allow, "")
+	f([]string{ModeRBAC, ModeWebhook}, fixed{Deny, "no"}, Deny, "no")
+	f([]string{ModeWebhook, ModeAlwaysAllow}, fixed{Deny, "no"}, Deny, "no")
+	f([]string{ModeWebhook, ModeAlwaysAllow}, fixed{NoOpinion, "dunno"}, Allow, "")
+	f([]string{ModeWebhook, ModeAlwaysDeny}, fixed{NoOpinion, "dunno"}, NoOpinion, "dunno\nEverything is forbidden.")
+	f([]string{ModeAlwaysAllow, ModeWebhook}, fixed{Deny, "no"}, Allow, "")
 }
 
 func TestAttributesWithoutUser(t *testing.T) {

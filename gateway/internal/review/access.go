@@ -2,10 +2,12 @@ package review
 
 import (
 	"context"
+	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -125,9 +127,52 @@ func (h *Handler) decide(u user.Info, ra *authorizationv1.ResourceAttributes, nr
 	if ra != nil {
 		a.IsResourceRequest = true
 		a.Verb, a.Namespace, a.APIGroup, a.Resource, a.Subresource, a.Name = ra.Verb, ra.Namespace, ra.Group, ra.Resource, ra.Subresource, ra.Name
+		a.APIVersion = ra.Version
+		a.FieldSelector, a.LabelSelector = rawFieldSelector(ra.FieldSelector), rawLabelSelector(ra.LabelSelector)
 	} else {
 		a.Verb, a.Path = nra.Verb, nra.Path
 	}
 	d, reason := h.cfg.Authorizer.Authorize(a)
 	return authorizationv1.SubjectAccessReviewStatus{Allowed: d == authz.Allow, Denied: d == authz.Deny, Reason: reason}
+}
+
+// rawFieldSelector is a review's field selector as a query string would
+// carry it, for the authorizers that look at selectors (the webhook):
+// the raw selector, or the requirements (In and NotIn with one value)
+// written out.
+func rawFieldSelector(fs *authorizationv1.FieldSelectorAttributes) string {
+	if fs == nil {
+		return ""
+	}
+	if fs.RawSelector != "" {
+		return fs.RawSelector
+	}
+	var terms []string
+	for _, r := range fs.Requirements {
+		if len(r.Values) != 1 {
+			continue
+		}
+		switch r.Operator {
+		case metav1.FieldSelectorOpIn:
+			terms = append(terms, fields.OneTermEqualSelector(r.Key, r.Values[0]).String())
+		case metav1.FieldSelectorOpNotIn:
+			terms = append(terms, fields.OneTermNotEqualSelector(r.Key, r.Values[0]).String())
+		}
+	}
+	return strings.Join(terms, ",")
+}
+
+// rawLabelSelector is rawFieldSelector for labels.
+func rawLabelSelector(ls *authorizationv1.LabelSelectorAttributes) string {
+	if ls == nil {
+		return ""
+	}
+	if ls.RawSelector != "" || len(ls.Requirements) == 0 {
+		return ls.RawSelector
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchExpressions: ls.Requirements})
+	if err != nil {
+		return ""
+	}
+	return sel.String()
 }

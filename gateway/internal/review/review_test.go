@@ -309,3 +309,28 @@ func TestTokenReview(t *testing.T) {
 		t.Errorf("empty token: %v", err)
 	}
 }
+
+// TestReviewSelectors checks that a review's selectors reach the
+// authorizer (the webhook sends them on): raw, or requirements written out.
+func TestReviewSelectors(t *testing.T) {
+	f := func(fs *authorizationv1.FieldSelectorAttributes, ls *authorizationv1.LabelSelectorAttributes, wantField, wantLabel string) {
+		t.Helper()
+		if got := rawFieldSelector(fs); got != wantField {
+			t.Errorf("field selector %+v: %q, want %q", fs, got, wantField)
+		}
+		if got := rawLabelSelector(ls); got != wantLabel {
+			t.Errorf("label selector %+v: %q, want %q", ls, got, wantLabel)
+		}
+	}
+	f(nil, nil, "", "")
+	f(&authorizationv1.FieldSelectorAttributes{RawSelector: "spec.nodeName=n1"}, &authorizationv1.LabelSelectorAttributes{RawSelector: "app=web"},
+		"spec.nodeName=n1", "app=web")
+	f(&authorizationv1.FieldSelectorAttributes{Requirements: []metav1.FieldSelectorRequirement{
+		{Key: "spec.nodeName", Operator: metav1.FieldSelectorOpIn, Values: []string{"n1"}},
+		{Key: "status.phase", Operator: metav1.FieldSelectorOpNotIn, Values: []string{"Failed"}},
+		{Key: "x", Operator: metav1.FieldSelectorOpExists},
+	}}, &authorizationv1.LabelSelectorAttributes{Requirements: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
+		{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}, "spec.nodeName=n1,status.phase!=Failed", "app in (api,web),!canary")
+}
