@@ -1,8 +1,9 @@
 // Package authz decides whether a request may proceed, with kube-apiserver's
 // semantics: RBAC evaluated in memory from the Roles, ClusterRoles and
 // bindings the gateway watches, the AlwaysAllow and AlwaysDeny modes, a
-// Webhook authorizer plugged in from authz/webhook, the union of the modes in --authorization-mode order behind the privileged
-// group system:masters, and the privilege-escalation checks for writes of
+// Webhook authorizer plugged in from authz/webhook, the union of the
+// modes in --authorization-mode order behind the privileged group
+// system:masters, and the privilege-escalation checks for writes of
 // roles and bindings.
 package authz
 
