@@ -66,6 +66,12 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "kgate_cachenode_ranges_primary", Help: "Ranges this node publishes.",
 			}, count(func(s RangeStatus) bool { return s.Primary })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_window_node_bytes", Help: "Bytes of the events in all windows of the node, bounded by the node's window budget.",
+			}, func() float64 { return float64(n.budget.Bytes()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "kgate_cachenode_window_budget_evictions_total", Help: "Events evicted from windows to keep the node within its window budget.",
+			}, func() float64 { return float64(n.budget.Evictions()) }),
 			m.ownerChanges, m.sync, m.handoff,
 		)
 	}

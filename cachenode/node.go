@@ -32,11 +32,14 @@ import (
 )
 
 // WindowConfig bounds the event window of each range. Zero fields take
-// the defaults: 100,000 events, 256 MiB, 5 minutes.
+// the defaults: 100,000 events, 256 MiB, 5 minutes per range, and 1 GiB
+// for all the ranges of the node together (NodeMaxBytes: past it the
+// oldest events of every range go first).
 type WindowConfig struct {
-	MaxEvents int
-	MaxBytes  int64
-	MaxAge    time.Duration
+	MaxEvents    int
+	MaxBytes     int64
+	MaxAge       time.Duration
+	NodeMaxBytes int64
 }
 
 // Config configures a cache node.
@@ -100,8 +103,10 @@ type Node struct {
 	cfg Config
 	log *slog.Logger
 	m   *metrics
-	pub *publisher.Publisher
-	api *readapi.Server
+	// budget bounds the windows of every range together.
+	budget *window.Budget
+	pub    *publisher.Publisher
+	api    *readapi.Server
 
 	// served is the read API's view of the ranges with a reflector,
 	// replaced whole on every change.
@@ -155,11 +160,17 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Placement == nil {
 		cfg.Placement = everything{}
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{}), running: map[string]*served{}}
+	if cfg.Window.NodeMaxBytes == 0 {
+		cfg.Window.NodeMaxBytes = window.DefaultBudgetBytes
+	}
+	budget, err := window.NewBudget(cfg.Window.NodeMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make cache node: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, stopped: make(chan struct{}), running: map[string]*served{}, budget: budget}
 	n.m = newMetrics(cfg.Metrics, n)
 	n.served.Store(&readapi.Map{})
 
-	var err error
 	n.pub, err = publisher.New(publisher.Config{
 		NATS: cfg.NATS, Interval: cfg.ProgressInterval, Logger: cfg.Logger, Metrics: n.m.publisher,
 		Filter: cfg.PublishFilter,
@@ -363,7 +374,10 @@ func (n *Node) place(ctx context.Context, fail func(error)) {
 func (n *Node) startRange(ctx context.Context, rng *ranges.Range, fail func(error)) (*served, error) {
 	r, err := reflector.New(reflector.Config{
 		Etcd: n.cfg.Etcd, Range: rng, Registry: n.cfg.Registry, Codec: n.cfg.Codec,
-		Window:           window.Config{MaxEvents: n.cfg.Window.MaxEvents, MaxBytes: n.cfg.Window.MaxBytes, MaxAge: n.cfg.Window.MaxAge},
+		Window: window.Config{
+			MaxEvents: n.cfg.Window.MaxEvents, MaxBytes: n.cfg.Window.MaxBytes, MaxAge: n.cfg.Window.MaxAge,
+			Budget: n.budget,
+		},
 		ProgressInterval: n.cfg.ProgressInterval,
 		EagerProtobuf:    n.cfg.EagerProtobuf,
 		Sink:             n.pub,

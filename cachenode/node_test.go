@@ -340,3 +340,51 @@ func TestCloseBeforeRun(t *testing.T) {
 		t.Fatal("New with an empty config succeeded")
 	}
 }
+
+// TestWindowBudget: the windows of all ranges of a node stay within the
+// node's budget; the oldest events go, and a read from before them is
+// answered "compacted" rather than with a gap.
+func TestWindowBudget(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	const budget = 64 << 10
+	reg := prometheus.NewRegistry()
+	e := cachenodetest.Start(t, func(c *cachenode.Config) { c.Metrics = reg; c.Window.NodeMaxBytes = budget })
+	ctx := context.Background()
+	first := put(t, e, pod("ns", "p0", "web", 0), false)
+	var last int64
+	for i := range 200 {
+		last = put(t, e, pod("ns", fmt.Sprintf("p%d", i), "web", i), false)
+		if _, err := e.Etcd.Put(ctx, fmt.Sprintf("/registry/configmaps/ns/c%d", i), `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c`+fmt.Sprint(i)+`","namespace":"ns"}}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read at the last revision: the node has applied every event.
+	if _, err := e.Client.List(ctx, "pods", client.ListOptions{Read: client.Read{ResourceVersion: last, Match: "NotOlderThan"}}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Gauge != nil:
+				values[mf.GetName()] += m.Gauge.GetValue()
+			case m.Counter != nil:
+				values[mf.GetName()] += m.Counter.GetValue()
+			}
+		}
+	}
+	if b := values["kgate_cachenode_window_node_bytes"]; b <= 0 || b > budget {
+		t.Fatalf("windows hold %v bytes, budget %d", b, budget)
+	}
+	if values["kgate_cachenode_window_budget_evictions_total"] == 0 {
+		t.Fatal("no event was evicted for the budget")
+	}
+	_, _, err = e.Client.Events(ctx, "pods", first)
+	if !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("events after %d: %v, want compacted", first, err)
+	}
+}

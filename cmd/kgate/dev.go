@@ -24,6 +24,7 @@ func runDev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
+	window := addWindowFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func runDev(ctx context.Context, args []string) error {
 	dcfg := devcluster.Config{
 		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
-		ServiceCIDR: *serviceCIDR, Build: version, Logger: log,
+		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window,
 	}
 	af.dev(&dcfg)
 	of.dev(&dcfg)

@@ -191,6 +191,7 @@ func runCachenode(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "0.0.0.0:7443", "address of the internal read API")
 	metricsAddr := fs.String("metrics-address", "0.0.0.0:7444", "address serving /metrics, /livez and /readyz")
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range (the same on every node)")
+	window := addWindowFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -203,6 +204,7 @@ func runCachenode(ctx context.Context, args []string) error {
 		Node: cachenode.Config{
 			Etcd: b.etcd, NATS: b.nats, Registry: b.reg, Codec: b.codec, Ranges: b.ranges,
 			Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
+			Window: *window,
 		},
 		Membership: bf.membership(), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
 	})

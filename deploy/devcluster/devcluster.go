@@ -72,6 +72,8 @@ type Config struct {
 	// Splits splits ranges further (see ranges.ParseSplits); default none
 	// for one cache node, ranges.DefaultSplits for more.
 	Splits *ranges.Config
+	// Window bounds each cache node's event windows (zero: defaults).
+	Window cachenode.WindowConfig
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
 	// Logger is required.
@@ -200,6 +202,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		node, err := role.NewCacheNode(role.CacheNodeConfig{
 			Node: cachenode.Config{
 				Etcd: c.etcdClient, NATS: nc, Registry: reg, Codec: cdc, Ranges: table, Listen: "127.0.0.1:0",
+				Window:  cfg.Window,
 				Logger:  log.With("component", "cachenode", "node", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"cachenode": name}, c.Registry),
 			},

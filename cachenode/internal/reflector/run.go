@@ -25,6 +25,13 @@ const (
 
 // Run lists and watches the range until ctx is done. It returns nil then.
 func (r *Reflector) Run(ctx context.Context) error {
+	defer func() {
+		// The range is no longer served here: its window leaves the
+		// node's budget (readers holding the state may still read it).
+		if st := r.state.Load(); st != nil {
+			st.win.Release()
+		}
+	}()
 	backoff := minBackoff
 	for {
 		rev, err := r.list(ctx)
@@ -108,7 +115,9 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 	r.lastRev, r.listRev = rev, rev
 	r.subject = map[string]int64{}
 	r.cfg.Sink.Restart(r.rng.ID, rev)
-	r.state.Store(st)
+	if old := r.state.Swap(st); old != nil {
+		old.win.Release()
+	}
 	r.advance(rev)
 	r.cfg.Sink.Seen(r.rng.ID, rev)
 	r.updateGauges(st)

@@ -22,6 +22,9 @@ type Config struct {
 	MaxAge    time.Duration // default 5 minutes
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Budget, when set, bounds this window together with the others
+	// under it; Release takes the window out.
+	Budget *Budget
 }
 
 // Defaults of Config.
@@ -83,6 +86,8 @@ type Ring struct {
 	// event with from < Revision <= seen.
 	from int64
 	seen int64
+	// budget is cfg.Budget until Release.
+	budget *Budget
 }
 
 // New returns an empty window complete from rev.
@@ -90,7 +95,27 @@ func New(cfg Config, rev int64) (*Ring, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Ring{cfg: cfg, buf: make([]*Item, min(64, cfg.MaxEvents)), from: rev, seen: rev}, nil
+	r := &Ring{cfg: cfg, buf: make([]*Item, min(64, cfg.MaxEvents)), from: rev, seen: rev, budget: cfg.Budget}
+	if r.budget != nil {
+		r.budget.add(r)
+	}
+	return r, nil
+}
+
+// Release takes the window out of its budget, when it is replaced or
+// its range is no longer served. It may still be read; it must not be
+// appended to.
+func (r *Ring) Release() {
+	r.mu.Lock()
+	b := r.budget
+	r.budget = nil
+	if b != nil {
+		b.total.Add(-r.bytes)
+	}
+	r.mu.Unlock()
+	if b != nil {
+		b.remove(r)
+	}
 }
 
 // Append adds the next event. Its revision must not be lower than the
@@ -99,7 +124,16 @@ func (r *Ring) Append(ev event.Event, prev *store.Entry) {
 	it := &Item{Event: ev, Prev: prev, at: r.cfg.Now()}
 	it.size = int64(len(ev.Object)+len(ev.PrevObject)+len(ev.Key)) + itemOverhead
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.appendLocked(it)
+	b := r.budget
+	r.mu.Unlock()
+	if b != nil {
+		b.enforce()
+	}
+}
+
+func (r *Ring) appendLocked(it *Item) {
+	ev := &it.Event
 	// A revision is complete only with its last event: a reader between
 	// the events of one transaction must not be told it has them all.
 	if complete := ev.Revision - 1; !ev.Last() && complete > r.seen {
@@ -117,6 +151,9 @@ func (r *Ring) Append(ev event.Event, prev *store.Entry) {
 	r.buf[(r.head+r.n)%len(r.buf)] = it
 	r.n++
 	r.bytes += it.size
+	if r.budget != nil {
+		r.budget.total.Add(it.size)
+	}
 	r.trimLocked(it.at)
 }
 
@@ -137,9 +174,42 @@ func (r *Ring) evictOldest() {
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--
 	r.bytes -= it.size
+	if r.budget != nil {
+		r.budget.total.Add(-it.size)
+	}
 	if it.Revision > r.from {
 		r.from = it.Revision
 	}
+}
+
+// oldestEvictable returns the revision of the oldest event unless the
+// window is down to its newest one.
+func (r *Ring) oldestEvictable() (int64, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.n <= 1 {
+		return 0, false
+	}
+	return r.buf[r.head].Revision, true
+}
+
+// evictUpTo evicts for budget b the oldest events while b is over its
+// bound, the window keeps its newest event, and (when upTo >= 0) they
+// are not newer than upTo; at least one event when it can. It returns
+// how many it evicted.
+func (r *Ring) evictUpTo(upTo int64, b *Budget) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.budget != b {
+		return 0 // released meanwhile
+	}
+	n := 0
+	for r.n > 1 && b.total.Load() > b.max && (n == 0 || upTo < 0 || r.buf[r.head].Revision <= upTo) {
+		r.evictOldest()
+		n++
+	}
+	b.evictions.Add(int64(n))
+	return n
 }
 
 // trimLocked evicts beyond the byte and age bounds; the newest item stays.
