@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/feed"
@@ -18,6 +19,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission/policy"
 	"github.com/kgate/kgate/gateway/internal/admission/quota"
 	"github.com/kgate/kgate/gateway/internal/admission/webhook"
+	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -53,15 +55,17 @@ func (g *Gateway) newAdmission() error {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	lookup := liveLookup{g}
+	celAuthz := celAuthorizer{g.auth.authorizer}
 	wh, err := webhook.New(webhook.Config{
 		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: lookup, Services: lookup,
-		Scheme: cfg.Registry.Scheme(), Logger: cfg.Logger.With("component", "webhooks"),
+		Scheme: cfg.Registry.Scheme(), Logger: cfg.Logger.With("component", "webhooks"), Authorizer: celAuthz,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	pol, err := policy.New(policy.Config{
 		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: lookup, Scheme: cfg.Registry.Scheme(),
+		Authorizer: celAuthz,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
@@ -84,6 +88,27 @@ func (g *Gateway) admissionChain(ctx context.Context) (adm.Chain, error) {
 		return nil, apierrors.NewInternalError(errors.New("not yet ready to handle request"))
 	}
 	return g.auth.adm.chain, nil
+}
+
+// celAuthorizer answers the authorizer checks of admission CEL
+// expressions (webhook matchConditions, policies) with the gateway's
+// authorizer chain.
+type celAuthorizer struct{ a authz.Authorizer }
+
+// Authorize implements authorizer.UnconditionalAuthorizer.
+func (c celAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (authorizer.Decision, string, error) {
+	d, reason := c.a.Authorize(authz.Attributes{
+		User: at.GetUser(), Verb: at.GetVerb(), Namespace: at.GetNamespace(), APIGroup: at.GetAPIGroup(),
+		Resource: at.GetResource(), Subresource: at.GetSubresource(), Name: at.GetName(), Path: at.GetPath(),
+		IsResourceRequest: at.IsResourceRequest(),
+	})
+	switch d {
+	case authz.Allow:
+		return authorizer.DecisionAllow, reason, nil
+	case authz.Deny:
+		return authorizer.DecisionDeny, reason, nil
+	}
+	return authorizer.DecisionNoOpinion, reason, nil
 }
 
 // liveLookup reads what admission must see fresh straight from etcd:

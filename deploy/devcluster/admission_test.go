@@ -35,8 +35,9 @@ import (
 type webhookServer struct {
 	srv    *httptest.Server
 	caPEM  []byte
-	mu     sync.Mutex // guards dryRuns
+	mu     sync.Mutex // guards dryRun and seen
 	dryRun []bool     // dryRun of each review received
+	seen   []string   // "path kind name" of each review received
 }
 
 func newWebhookServer(t *testing.T) *webhookServer {
@@ -78,14 +79,18 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := review.Request
-	w.mu.Lock()
-	w.dryRun = append(w.dryRun, req.DryRun != nil && *req.DryRun)
-	w.mu.Unlock()
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	var obj struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Replicas int32 `json:"replicas"`
+		} `json:"spec"`
 	}
 	_ = json.Unmarshal(req.Object.Raw, &obj)
+	w.mu.Lock()
+	w.dryRun = append(w.dryRun, req.DryRun != nil && *req.DryRun)
+	w.seen = append(w.seen, r.URL.Path+" "+req.Kind.Kind+" "+req.Name)
+	w.mu.Unlock()
 	switch r.URL.Path {
 	case "/mutate":
 		var patch string
@@ -102,6 +107,14 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 			resp.Allowed = false
 			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "denied by test"}
 		}
+	case "/max5": // a Scale with more than 5 replicas is denied
+		if req.Kind.Kind != "Scale" || req.SubResource != "scale" {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusBadRequest, Message: "expected a Scale of subresource scale, got " + req.Kind.Kind + "/" + req.SubResource}
+		} else if obj.Spec.Replicas > 5 {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "at most 5 replicas"}
+		}
 	case "/slow":
 		select {
 		case <-time.After(2 * time.Second):
@@ -117,6 +130,19 @@ func (w *webhookServer) dryRuns() []bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]bool(nil), w.dryRun...)
+}
+
+// calls returns how many reviews path received for kind and name.
+func (w *webhookServer) calls(path, kind, name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.seen {
+		if s == path+" "+kind+" "+name {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
@@ -283,6 +309,55 @@ func TestAdmissionWebhooks(t *testing.T) {
 		}
 		return err
 	})
+}
+
+func TestAdmissionWebhookMatchConditions(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	ns := admissionNamespace(t, cs, "matchcond")
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "cond.kgate.test", ClientConfig: wh.clientConfig("/cond"), Rules: configMapRules,
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "hooks-only", Expression: "object.metadata.name.startsWith('hook-')"},
+				{Name: "admins", Expression: "authorizer.requestResource.check('create').allowed()"},
+			},
+		}},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	i := 0
+	eventually(t, "the webhook is called for hook-*", func() error {
+		i++
+		name := "hook-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if wh.calls("/cond", "ConfigMap", name) == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name string
+		want int
+	}{{"hook-x", 1}, {"other-y", 0}} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(tc.name, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := wh.calls("/cond", "ConfigMap", tc.name); got != tc.want {
+			t.Errorf("calls for %s = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }
 
 var errNotYet = apierrors.NewServiceUnavailable("not yet")
