@@ -8,6 +8,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -65,7 +67,7 @@ func (g *Gateway) newAdmission() error {
 	}
 	pol, err := policy.New(policy.Config{
 		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: lookup, Scheme: cfg.Registry.Scheme(),
-		Authorizer: celAuthz,
+		Authorizer: celAuthz, Params: lookup,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
@@ -112,7 +114,8 @@ func (c celAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (a
 }
 
 // liveLookup reads what admission must see fresh straight from etcd:
-// namespaces, quotas (compare-and-swap), services, objects to count.
+// namespaces, quotas (compare-and-swap), services, objects to count,
+// policy params.
 type liveLookup struct{ g *Gateway }
 
 func (l liveLookup) resource(gvr schema.GroupVersionResource) (*registry.Resource, error) {
@@ -227,6 +230,12 @@ func (l liveLookup) Objects(ctx context.Context, group, resource, ns string) ([]
 	if res == nil || res.Prefix == "" {
 		return nil, nil
 	}
+	return l.list(ctx, res, ns)
+}
+
+// list reads every object of res in ns from etcd, page by page at one
+// revision.
+func (l liveLookup) list(ctx context.Context, res *registry.Resource, ns string) ([]runtime.Object, error) {
 	var out []runtime.Object
 	opts := storage.ListOptions{Limit: 500}
 	for {
@@ -240,4 +249,56 @@ func (l liveLookup) Objects(ctx context.Context, group, resource, ns string) ([]
 		}
 		opts.Revision, opts.After = page.Revision, page.Last
 	}
+}
+
+// byKind returns the stored resource serving gvk.
+func (l liveLookup) byKind(gvk schema.GroupVersionKind) (*registry.Resource, error) {
+	for _, r := range l.g.cfg.Registry.Resources() {
+		if r.GVK() == gvk && r.Prefix != "" {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is not served", gvk)
+}
+
+// ParamScope implements policy.Params.
+func (l liveLookup) ParamScope(gvk schema.GroupVersionKind) (bool, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return false, err
+	}
+	return res.Namespaced, nil
+}
+
+// GetParam implements policy.Params: the param is read from etcd, so a
+// ConfigMap written a moment ago through any gateway is seen.
+func (l liveLookup) GetParam(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (runtime.Object, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := l.g.cfg.Store.Get(ctx, res, ns, name, 0)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// ListParams implements policy.Params.
+func (l liveLookup) ListParams(ctx context.Context, gvk schema.GroupVersionKind, ns string, sel labels.Selector) ([]runtime.Object, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	all, err := l.list(ctx, res, ns)
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.Object
+	for _, o := range all {
+		if m, err := meta.Accessor(o); err == nil && sel.Matches(labels.Set(m.GetLabels())) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

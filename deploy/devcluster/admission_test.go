@@ -21,6 +21,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -469,6 +470,123 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("good", nil), metav1.CreateOptions{}); err != nil {
 		t.Errorf("allowed create: %v", err)
+	}
+}
+
+func deployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}
+}
+
+func TestValidatingAdmissionPolicyParams(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "vap-params")
+	nsMissingDeny := admissionNamespace(t, cs, "vap-nodeny")
+	nsMissingAllow := admissionNamespace(t, cs, "vap-noallow")
+	limits := configMap("limits", nil)
+	limits.Data = map[string]string{"maxReplicas": "3"}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, limits, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-policy"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        "object.spec.replicas <= int(params.data.maxReplicas)",
+				MessageExpression: "'replicas must be at most ' + params.data.maxReplicas",
+			}},
+		},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, pol.Name, metav1.DeleteOptions{})
+	})
+	deny, allow := admissionregistrationv1.DenyAction, admissionregistrationv1.AllowAction
+	bind := func(bns, param string, action admissionregistrationv1.ParameterNotFoundActionType) string {
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: bns + "-binding"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: pol.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: nsSelector(bns)},
+				ParamRef:       &admissionregistrationv1.ParamRef{Name: param, ParameterNotFoundAction: &action},
+			},
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+		})
+		return b.Name
+	}
+	// Created in this order, the last one applying means the feed has
+	// them all (the Allow case passes either way otherwise).
+	bind(nsMissingAllow, "limits", allow)
+	b2 := bind(nsMissingDeny, "limits", deny)
+	b1 := bind(ns, "limits", deny)
+
+	// The params' limit: over it is denied with the policy's message.
+	want := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b1 + "' denied request: replicas must be at most 3"
+	eventually(t, "the policy denies over the params' limit", func() error {
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("big", 10), metav1.CreateOptions{})
+		if err == nil {
+			cs.AppsV1().Deployments(ns).Delete(ctx, "big", metav1.DeleteOptions{})
+			return errNotYet
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want 422 %q", err, want)
+		}
+		return nil
+	})
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("small", 2), metav1.CreateOptions{}); err != nil {
+		t.Errorf("within the limit: %v", err)
+	}
+	// The params are read live: raising the limit admits at once.
+	limits.Data["maxReplicas"] = "20"
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, limits, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("big", 10), metav1.CreateOptions{}); err != nil {
+		t.Errorf("after raising the limit: %v", err)
+	}
+
+	// No params in the namespace: Deny rejects, Allow admits.
+	wantMissing := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b2 +
+		"' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+	eventually(t, "missing params deny", func() error {
+		_, err := cs.AppsV1().Deployments(nsMissingDeny).Create(ctx, deployment("d", 1), metav1.CreateOptions{})
+		if err == nil {
+			cs.AppsV1().Deployments(nsMissingDeny).Delete(ctx, "d", metav1.DeleteOptions{})
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), wantMissing) {
+			t.Fatalf("err = %v, want %q", err, wantMissing)
+		}
+		return nil
+	})
+	if _, err := cs.AppsV1().Deployments(nsMissingAllow).Create(ctx, deployment("d", 100), metav1.CreateOptions{}); err != nil {
+		t.Errorf("missing params with Allow: %v", err)
 	}
 }
 

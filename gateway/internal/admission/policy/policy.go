@@ -2,9 +2,9 @@
 // ValidatingAdmissionPolicies and their bindings, kept in memory by the
 // admission feed, select writes by matchConstraints (and the binding's
 // matchResources), and each selected policy's CEL validations run with
-// object, oldObject, request, namespaceObject and variables. Param
-// references (paramKind, paramRef) are not supported: params is null,
-// and a policy that declares paramKind fails as its failurePolicy says.
+// object, oldObject, request, namespaceObject, variables, authorizer and
+// params: the objects a binding's paramRef selects (params.go), the
+// policy evaluated once for each.
 package policy
 
 import (
@@ -47,6 +47,8 @@ type Config struct {
 	// Authorizer answers the expressions' authorizer checks; nil has no
 	// opinion on any.
 	Authorizer authorizer.UnconditionalAuthorizer
+	// Params reads param objects; nil knows no paramKind.
+	Params Params
 }
 
 // Plugin is ValidatingAdmissionPolicy.
@@ -125,8 +127,17 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 				return apierrors.NewInternalError(err)
 			}
 		}
-		if err := p.evaluate(pol, b, a, vars); err != nil {
-			return err
+		params, err := p.params(ctx, pol, b, a)
+		if err != nil {
+			if failOpen(pol) {
+				continue
+			}
+			return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, "failed to configure binding: "+err.Error())
+		}
+		for _, param := range params {
+			if err := p.evaluate(pol, b, a, vars, param); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -137,24 +148,22 @@ func failOpen(pol *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
 }
 
 // evaluate runs pol's validations for binding b.
-func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, a *admission.Attributes, base map[string]any) error {
+func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, a *admission.Attributes, base map[string]any, params any) error {
 	failure := func(msg string) error {
 		if failOpen(pol) {
 			return nil
 		}
 		return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, msg)
 	}
-	if pol.Spec.ParamKind != nil {
-		return failure("params are not supported by kgate (paramKind is set)")
-	}
 	c := p.compiledFor(pol)
 	if c.err != nil {
 		return failure(c.err.Error())
 	}
-	vars := make(map[string]any, len(base)+1)
+	vars := make(map[string]any, len(base)+2)
 	for k, v := range base {
 		vars[k] = v
 	}
+	vars[expr.Params] = params
 	computed := map[string]any{}
 	vars["variables"] = computed
 	for _, v := range c.variables {
