@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -587,6 +588,93 @@ func TestValidatingAdmissionPolicyParams(t *testing.T) {
 	})
 	if _, err := cs.AppsV1().Deployments(nsMissingAllow).Create(ctx, deployment("d", 100), metav1.CreateOptions{}); err != nil {
 		t.Errorf("missing params with Allow: %v", err)
+	}
+}
+
+func TestAdmissionWebhookScale(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	ns := admissionNamespace(t, cs, "scale")
+	none := admissionregistrationv1.SideEffectClassNone
+	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+		}}
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "deploy.kgate.test", ClientConfig: wh.clientConfig("/deploy"), Rules: rule("deployments"),
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}, {
+			Name: "max5.kgate.test", ClientConfig: wh.clientConfig("/max5"), Rules: rule("deployments/scale"),
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	scaleTo := func(n int32) error {
+		s, err := cs.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = n
+		_, err = cs.AppsV1().Deployments(ns).UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
+		return err
+	}
+	want := `admission webhook "max5.kgate.test" denied the request: at most 5 replicas`
+	eventually(t, "the scale webhook applies", func() error {
+		err := scaleTo(10)
+		if err == nil {
+			return errNotYet
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("scale to 10: err = %v, want 403 %q", err, want)
+		}
+		return nil
+	})
+	if err := scaleTo(3); err != nil {
+		t.Fatalf("scale to 3: %v", err)
+	}
+	// A patch of the scale subresource is admitted the same way.
+	_, err := cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":7}}`), metav1.PatchOptions{}, "scale")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("patch scale to 7: err = %v, want 403 %q", err, want)
+	}
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas = %d, want 3", *d.Spec.Replicas)
+	}
+	if n := wh.calls("/max5", "Scale", "web"); n < 3 {
+		t.Errorf("scale webhook calls = %d, want at least 3", n)
+	}
+	// The webhook on "deployments" is not called for the scale
+	// subresource, only for the deployment itself.
+	if n := wh.calls("/deploy", "Scale", "web") + wh.calls("/deploy", "Deployment", "web"); n != 0 {
+		t.Errorf("deployments webhook calls for scales = %d, want 0", n)
+	}
+	d.Labels = map[string]string{"touched": "yes"}
+	if _, err := cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := wh.calls("/deploy", "Deployment", "web"); n != 1 {
+		t.Errorf("deployments webhook calls for an update = %d, want 1", n)
+	}
+	if n := wh.calls("/max5", "Deployment", "web"); n != 0 {
+		t.Errorf("scale webhook calls for an update = %d, want 0", n)
 	}
 }
 
