@@ -799,6 +799,100 @@ func TestResourceQuota(t *testing.T) {
 	}
 }
 
+func TestResourceQuotaUpdates(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "quota-update")
+	for _, name := range []string{"a", "b"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}},
+		}}
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"services.nodeports": resource.MustParse("1")}},
+	}
+	if _, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toNodePort := func(name string, dry bool) error {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		opts := metav1.UpdateOptions{}
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = cs.CoreV1().Services(ns).Update(ctx, svc, opts)
+		return err
+	}
+	// The gateway learns of the quota through its feed: until then an
+	// update is not charged, so a is turned NodePort until it is.
+	eventually(t, "the quota is counted", func() error {
+		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := cur.Status.Used["services.nodeports"]; !ok {
+			return errNotYet
+		}
+		return nil
+	})
+	eventually(t, "the quota applies to updates", func() error {
+		if err := toNodePort("a", false); err != nil {
+			return err
+		}
+		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if u := cur.Status.Used["services.nodeports"]; u.Value() != 1 {
+			// The feed did not have the quota yet: put a back and retry.
+			svc, err := cs.CoreV1().Services(ns).Get(ctx, "a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			svc.Spec.Type = corev1.ServiceTypeClusterIP
+			for i := range svc.Spec.Ports {
+				svc.Spec.Ports[i].NodePort = 0
+			}
+			if _, err := cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			return errNotYet
+		}
+		return nil
+	})
+	err := toNodePort("b", false)
+	want := "exceeded quota: q, requested: services.nodeports=1, used: services.nodeports=1, limited: services.nodeports=1"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("second NodePort: err = %v, want 403 %q", err, want)
+	}
+	if err := toNodePort("b", true); !apierrors.IsForbidden(err) {
+		t.Errorf("second NodePort, dry run: err = %v, want 403", err)
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("b's type = %s, want ClusterIP", svc.Spec.Type)
+	}
+	cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cur.Status.Used["services.nodeports"]; u.Value() != 1 {
+		t.Errorf("used = %s, want 1", u.String())
+	}
+}
+
 func TestLimitRanger(t *testing.T) {
 	c := cluster(t)
 	cs := clientset(t, c, true, nil)
