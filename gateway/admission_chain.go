@@ -8,8 +8,11 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/feed"
@@ -18,6 +21,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission/policy"
 	"github.com/kgate/kgate/gateway/internal/admission/quota"
 	"github.com/kgate/kgate/gateway/internal/admission/webhook"
+	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -53,15 +57,17 @@ func (g *Gateway) newAdmission() error {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	lookup := liveLookup{g}
+	celAuthz := celAuthorizer{g.auth.authorizer}
 	wh, err := webhook.New(webhook.Config{
 		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: lookup, Services: lookup,
-		Scheme: cfg.Registry.Scheme(), Logger: cfg.Logger.With("component", "webhooks"),
+		Scheme: cfg.Registry.Scheme(), Logger: cfg.Logger.With("component", "webhooks"), Authorizer: celAuthz,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	pol, err := policy.New(policy.Config{
 		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: lookup, Scheme: cfg.Registry.Scheme(),
+		Authorizer: celAuthz, Params: lookup,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
@@ -86,8 +92,30 @@ func (g *Gateway) admissionChain(ctx context.Context) (adm.Chain, error) {
 	return g.auth.adm.chain, nil
 }
 
+// celAuthorizer answers the authorizer checks of admission CEL
+// expressions (webhook matchConditions, policies) with the gateway's
+// authorizer chain.
+type celAuthorizer struct{ a authz.Authorizer }
+
+// Authorize implements authorizer.UnconditionalAuthorizer.
+func (c celAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (authorizer.Decision, string, error) {
+	d, reason := c.a.Authorize(authz.Attributes{
+		User: at.GetUser(), Verb: at.GetVerb(), Namespace: at.GetNamespace(), APIGroup: at.GetAPIGroup(),
+		Resource: at.GetResource(), Subresource: at.GetSubresource(), Name: at.GetName(), Path: at.GetPath(),
+		IsResourceRequest: at.IsResourceRequest(),
+	})
+	switch d {
+	case authz.Allow:
+		return authorizer.DecisionAllow, reason, nil
+	case authz.Deny:
+		return authorizer.DecisionDeny, reason, nil
+	}
+	return authorizer.DecisionNoOpinion, reason, nil
+}
+
 // liveLookup reads what admission must see fresh straight from etcd:
-// namespaces, quotas (compare-and-swap), services, objects to count.
+// namespaces, quotas (compare-and-swap), services, objects to count,
+// policy params.
 type liveLookup struct{ g *Gateway }
 
 func (l liveLookup) resource(gvr schema.GroupVersionResource) (*registry.Resource, error) {
@@ -202,6 +230,12 @@ func (l liveLookup) Objects(ctx context.Context, group, resource, ns string) ([]
 	if res == nil || res.Prefix == "" {
 		return nil, nil
 	}
+	return l.list(ctx, res, ns)
+}
+
+// list reads every object of res in ns from etcd, page by page at one
+// revision.
+func (l liveLookup) list(ctx context.Context, res *registry.Resource, ns string) ([]runtime.Object, error) {
 	var out []runtime.Object
 	opts := storage.ListOptions{Limit: 500}
 	for {
@@ -215,4 +249,56 @@ func (l liveLookup) Objects(ctx context.Context, group, resource, ns string) ([]
 		}
 		opts.Revision, opts.After = page.Revision, page.Last
 	}
+}
+
+// byKind returns the stored resource serving gvk.
+func (l liveLookup) byKind(gvk schema.GroupVersionKind) (*registry.Resource, error) {
+	for _, r := range l.g.cfg.Registry.Resources() {
+		if r.GVK() == gvk && r.Prefix != "" {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is not served", gvk)
+}
+
+// ParamScope implements policy.Params.
+func (l liveLookup) ParamScope(gvk schema.GroupVersionKind) (bool, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return false, err
+	}
+	return res.Namespaced, nil
+}
+
+// GetParam implements policy.Params: the param is read from etcd, so a
+// ConfigMap written a moment ago through any gateway is seen.
+func (l liveLookup) GetParam(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (runtime.Object, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := l.g.cfg.Store.Get(ctx, res, ns, name, 0)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// ListParams implements policy.Params.
+func (l liveLookup) ListParams(ctx context.Context, gvk schema.GroupVersionKind, ns string, sel labels.Selector) ([]runtime.Object, error) {
+	res, err := l.byKind(gvk)
+	if err != nil {
+		return nil, err
+	}
+	all, err := l.list(ctx, res, ns)
+	if err != nil {
+		return nil, err
+	}
+	var out []runtime.Object
+	for _, o := range all {
+		if m, err := meta.Accessor(o); err == nil && sel.Matches(labels.Set(m.GetLabels())) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

@@ -21,10 +21,12 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -35,8 +37,9 @@ import (
 type webhookServer struct {
 	srv    *httptest.Server
 	caPEM  []byte
-	mu     sync.Mutex // guards dryRuns
+	mu     sync.Mutex // guards dryRun and seen
 	dryRun []bool     // dryRun of each review received
+	seen   []string   // "path kind name" of each review received
 }
 
 func newWebhookServer(t *testing.T) *webhookServer {
@@ -86,14 +89,18 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := review.Request
-	w.mu.Lock()
-	w.dryRun = append(w.dryRun, req.DryRun != nil && *req.DryRun)
-	w.mu.Unlock()
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	var obj struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Replicas int32 `json:"replicas"`
+		} `json:"spec"`
 	}
 	_ = json.Unmarshal(req.Object.Raw, &obj)
+	w.mu.Lock()
+	w.dryRun = append(w.dryRun, req.DryRun != nil && *req.DryRun)
+	w.seen = append(w.seen, r.URL.Path+" "+req.Kind.Kind+" "+req.Name)
+	w.mu.Unlock()
 	switch r.URL.Path {
 	case "/mutate":
 		var patch string
@@ -110,6 +117,14 @@ func (w *webhookServer) serve(rw http.ResponseWriter, r *http.Request) {
 			resp.Allowed = false
 			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "denied by test"}
 		}
+	case "/max5": // a Scale with more than 5 replicas is denied
+		if req.Kind.Kind != "Scale" || req.SubResource != "scale" {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusBadRequest, Message: "expected a Scale of subresource scale, got " + req.Kind.Kind + "/" + req.SubResource}
+		} else if obj.Spec.Replicas > 5 {
+			resp.Allowed = false
+			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "at most 5 replicas"}
+		}
 	case "/slow":
 		select {
 		case <-time.After(2 * time.Second):
@@ -125,6 +140,19 @@ func (w *webhookServer) dryRuns() []bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]bool(nil), w.dryRun...)
+}
+
+// calls returns how many reviews path received for kind and name.
+func (w *webhookServer) calls(path, kind, name string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, s := range w.seen {
+		if s == path+" "+kind+" "+name {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *webhookServer) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
@@ -293,6 +321,55 @@ func TestAdmissionWebhooks(t *testing.T) {
 	})
 }
 
+func TestAdmissionWebhookMatchConditions(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	ns := admissionNamespace(t, cs, "matchcond")
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "cond.kgate.test", ClientConfig: wh.clientConfig("/cond"), Rules: configMapRules,
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "hooks-only", Expression: "object.metadata.name.startsWith('hook-')"},
+				{Name: "admins", Expression: "authorizer.requestResource.check('create').allowed()"},
+			},
+		}},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	i := 0
+	eventually(t, "the webhook is called for hook-*", func() error {
+		i++
+		name := "hook-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if wh.calls("/cond", "ConfigMap", name) == 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name string
+		want int
+	}{{"hook-x", 1}, {"other-y", 0}} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(tc.name, nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := wh.calls("/cond", "ConfigMap", tc.name); got != tc.want {
+			t.Errorf("calls for %s = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 var errNotYet = apierrors.NewServiceUnavailable("not yet")
 
 func TestAdmissionWebhookTimeout(t *testing.T) {
@@ -402,6 +479,210 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("good", nil), metav1.CreateOptions{}); err != nil {
 		t.Errorf("allowed create: %v", err)
+	}
+}
+
+func deployment(name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}
+}
+
+func TestValidatingAdmissionPolicyParams(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "vap-params")
+	nsMissingDeny := admissionNamespace(t, cs, "vap-nodeny")
+	nsMissingAllow := admissionNamespace(t, cs, "vap-noallow")
+	limits := configMap("limits", nil)
+	limits.Data = map[string]string{"maxReplicas": "3"}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, limits, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-policy"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        "object.spec.replicas <= int(params.data.maxReplicas)",
+				MessageExpression: "'replicas must be at most ' + params.data.maxReplicas",
+			}},
+		},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, pol.Name, metav1.DeleteOptions{})
+	})
+	deny, allow := admissionregistrationv1.DenyAction, admissionregistrationv1.AllowAction
+	bind := func(bns, param string, action admissionregistrationv1.ParameterNotFoundActionType) string {
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: bns + "-binding"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: pol.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+				MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: nsSelector(bns)},
+				ParamRef:       &admissionregistrationv1.ParamRef{Name: param, ParameterNotFoundAction: &action},
+			},
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+		})
+		return b.Name
+	}
+	// Created in this order, the last one applying means the feed has
+	// them all (the Allow case passes either way otherwise).
+	bind(nsMissingAllow, "limits", allow)
+	b2 := bind(nsMissingDeny, "limits", deny)
+	b1 := bind(ns, "limits", deny)
+
+	// The params' limit: over it is denied with the policy's message.
+	want := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b1 + "' denied request: replicas must be at most 3"
+	eventually(t, "the policy denies over the params' limit", func() error {
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("big", 10), metav1.CreateOptions{})
+		if err == nil {
+			cs.AppsV1().Deployments(ns).Delete(ctx, "big", metav1.DeleteOptions{})
+			return errNotYet
+		}
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want 422 %q", err, want)
+		}
+		return nil
+	})
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("small", 2), metav1.CreateOptions{}); err != nil {
+		t.Errorf("within the limit: %v", err)
+	}
+	// The params are read live: raising the limit admits at once.
+	limits.Data["maxReplicas"] = "20"
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, limits, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("big", 10), metav1.CreateOptions{}); err != nil {
+		t.Errorf("after raising the limit: %v", err)
+	}
+
+	// No params in the namespace: Deny rejects, Allow admits.
+	wantMissing := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b2 +
+		"' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+	eventually(t, "missing params deny", func() error {
+		_, err := cs.AppsV1().Deployments(nsMissingDeny).Create(ctx, deployment("d", 1), metav1.CreateOptions{})
+		if err == nil {
+			cs.AppsV1().Deployments(nsMissingDeny).Delete(ctx, "d", metav1.DeleteOptions{})
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), wantMissing) {
+			t.Fatalf("err = %v, want %q", err, wantMissing)
+		}
+		return nil
+	})
+	if _, err := cs.AppsV1().Deployments(nsMissingAllow).Create(ctx, deployment("d", 100), metav1.CreateOptions{}); err != nil {
+		t.Errorf("missing params with Allow: %v", err)
+	}
+}
+
+func TestAdmissionWebhookScale(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	wh := newWebhookServer(t)
+	ns := admissionNamespace(t, cs, "scale")
+	none := admissionregistrationv1.SideEffectClassNone
+	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{resource}},
+		}}
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "deploy.kgate.test", ClientConfig: wh.clientConfig("/deploy"), Rules: rule("deployments"),
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}, {
+			Name: "max5.kgate.test", ClientConfig: wh.clientConfig("/max5"), Rules: rule("deployments/scale"),
+			NamespaceSelector: nsSelector(ns), SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
+	})
+	scaleTo := func(n int32) error {
+		s, err := cs.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = n
+		_, err = cs.AppsV1().Deployments(ns).UpdateScale(ctx, "web", s, metav1.UpdateOptions{})
+		return err
+	}
+	want := `admission webhook "max5.kgate.test" denied the request: at most 5 replicas`
+	eventually(t, "the scale webhook applies", func() error {
+		err := scaleTo(10)
+		if err == nil {
+			return errNotYet
+		}
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("scale to 10: err = %v, want 403 %q", err, want)
+		}
+		return nil
+	})
+	if err := scaleTo(3); err != nil {
+		t.Fatalf("scale to 3: %v", err)
+	}
+	// A patch of the scale subresource is admitted the same way.
+	_, err := cs.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":7}}`), metav1.PatchOptions{}, "scale")
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("patch scale to 7: err = %v, want 403 %q", err, want)
+	}
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas = %d, want 3", *d.Spec.Replicas)
+	}
+	if n := wh.calls("/max5", "Scale", "web"); n < 3 {
+		t.Errorf("scale webhook calls = %d, want at least 3", n)
+	}
+	// The webhook on "deployments" is not called for the scale
+	// subresource, only for the deployment itself.
+	if n := wh.calls("/deploy", "Scale", "web") + wh.calls("/deploy", "Deployment", "web"); n != 0 {
+		t.Errorf("deployments webhook calls for scales = %d, want 0", n)
+	}
+	d.Labels = map[string]string{"touched": "yes"}
+	if _, err := cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := wh.calls("/deploy", "Deployment", "web"); n != 1 {
+		t.Errorf("deployments webhook calls for an update = %d, want 1", n)
+	}
+	if n := wh.calls("/max5", "Deployment", "web"); n != 0 {
+		t.Errorf("scale webhook calls for an update = %d, want 0", n)
 	}
 }
 
@@ -523,6 +804,100 @@ func TestResourceQuota(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("dry-run object: err = %v, want NotFound", err)
+	}
+}
+
+func TestResourceQuotaUpdates(t *testing.T) {
+	c := cluster(t)
+	cs := clientset(t, c, true, nil)
+	ctx := context.Background()
+	ns := admissionNamespace(t, cs, "quota-update")
+	for _, name := range []string{"a", "b"} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}},
+		}}
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "q"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"services.nodeports": resource.MustParse("1")}},
+	}
+	if _, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toNodePort := func(name string, dry bool) error {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		opts := metav1.UpdateOptions{}
+		if dry {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		_, err = cs.CoreV1().Services(ns).Update(ctx, svc, opts)
+		return err
+	}
+	// The gateway learns of the quota through its feed: until then an
+	// update is not charged, so a is turned NodePort until it is.
+	eventually(t, "the quota is counted", func() error {
+		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, ok := cur.Status.Used["services.nodeports"]; !ok {
+			return errNotYet
+		}
+		return nil
+	})
+	eventually(t, "the quota applies to updates", func() error {
+		if err := toNodePort("a", false); err != nil {
+			return err
+		}
+		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if u := cur.Status.Used["services.nodeports"]; u.Value() != 1 {
+			// The feed did not have the quota yet: put a back and retry.
+			svc, err := cs.CoreV1().Services(ns).Get(ctx, "a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			svc.Spec.Type = corev1.ServiceTypeClusterIP
+			for i := range svc.Spec.Ports {
+				svc.Spec.Ports[i].NodePort = 0
+			}
+			if _, err := cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+			return errNotYet
+		}
+		return nil
+	})
+	err := toNodePort("b", false)
+	want := "exceeded quota: q, requested: services.nodeports=1, used: services.nodeports=1, limited: services.nodeports=1"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("second NodePort: err = %v, want 403 %q", err, want)
+	}
+	if err := toNodePort("b", true); !apierrors.IsForbidden(err) {
+		t.Errorf("second NodePort, dry run: err = %v, want 403", err)
+	}
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, "b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("b's type = %s, want ClusterIP", svc.Spec.Type)
+	}
+	cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := cur.Status.Used["services.nodeports"]; u.Value() != 1 {
+		t.Errorf("used = %s, want 1", u.String())
 	}
 }
 

@@ -33,9 +33,13 @@ type Attributes struct {
 	User        user.Info // nil when unknown
 	Resource    *registry.Resource
 	Subresource string
-	Operation   Operation
-	Namespace   string
-	Name        string
+	// Kind is the kind of Object when it is not the resource's: a
+	// subresource's (autoscaling/v1 Scale for scale, v1 Binding for
+	// pods/binding). Empty means the resource's kind.
+	Kind      schema.GroupVersionKind
+	Operation Operation
+	Namespace string
+	Name      string
 	// Object is the object to store (nil on delete); mutating plugins may
 	// replace it. OldObject is the stored object (update, delete).
 	Object    runtime.Object
@@ -52,8 +56,13 @@ type Attributes struct {
 // GVR returns the resource's group, version and resource.
 func (a *Attributes) GVR() schema.GroupVersionResource { return a.Resource.GVR() }
 
-// GVK returns the kind of the resource.
-func (a *Attributes) GVK() schema.GroupVersionKind { return a.Resource.GVK() }
+// GVK returns the kind of the object: Kind, or the resource's.
+func (a *Attributes) GVK() schema.GroupVersionKind {
+	if !a.Kind.Empty() {
+		return a.Kind
+	}
+	return a.Resource.GVK()
+}
 
 // AddWarning records a warning for the client (a Warning header).
 func (a *Attributes) AddWarning(w string) {

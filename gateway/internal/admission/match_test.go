@@ -33,4 +33,9 @@ func TestMatchesRule(t *testing.T) {
 	f([]string{"*"}, &ns, nodes, "", Create, false)
 	f([]string{"*"}, &cl, nodes, "", Create, true)
 	f([]string{"pods"}, nil, pods, "", Delete, false)
+	// A subresource is matched only by a rule naming it: "pods" is not
+	// called for pods/binding (nor "deployments" for deployments/scale).
+	f([]string{"pods"}, nil, pods, "binding", Create, false)
+	f([]string{"pods/binding"}, nil, pods, "binding", Create, true)
+	f([]string{"pods/status"}, nil, pods, "binding", Create, false)
 }

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -94,5 +95,26 @@ func (h *Handler) warn(r *request, a *admission.Attributes) {
 func (h *Handler) finish(ctx context.Context, a *admission.Attributes, stored runtime.Object, err error) {
 	if h.cfg.Admission != nil && a != nil && !a.DryRun {
 		h.cfg.Admission.Finish(ctx, a, stored, err)
+	}
+}
+
+// errRetried ends an update attempt storage abandoned for a conflict.
+var errRetried = errors.New("rest: update attempt retried after a conflict")
+
+// retried records a as r's update attempt; what the previous attempt
+// charged (quota) is undone, as storage retries after a conflict.
+func (h *Handler) retried(ctx context.Context, r *request, a *admission.Attributes) {
+	if r.attempt != nil {
+		h.finish(ctx, r.attempt, nil, errRetried)
+	}
+	r.attempt = a
+}
+
+// finishUpdate tells admission how an update ended, once storage is
+// done with its attempts.
+func (h *Handler) finishUpdate(ctx context.Context, r *request, stored runtime.Object, err error) {
+	if r.attempt != nil {
+		h.finish(ctx, r.attempt, stored, err)
+		r.attempt = nil
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
@@ -149,6 +150,9 @@ type request struct {
 	// after the request context is gone.
 	includeObject string
 	user          user.Info // who asks (SetUser), for Admission
+	// attempt is the admission of an update's latest attempt: storage
+	// runs the update again after a conflict (retried).
+	attempt *admission.Attributes
 }
 
 // Serve handles a resource request for res.

@@ -13,13 +13,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/patch"
 	"github.com/kgate/kgate/storage"
 )
 
-var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+var (
+	scaleGVK   = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+	bindingGVK = corev1.SchemeGroupVersion.WithKind("Binding")
+)
 
 // scaleOf returns the autoscaling/v1 Scale of a workload, as
 // kube-apiserver's scale subresources present it.
@@ -114,8 +118,11 @@ func (h *Handler) getScale(ctx context.Context, r *request) error {
 }
 
 // applyScale validates a Scale a client sent and stores its replicas.
-func (h *Handler) applyScale(ctx context.Context, r *request, pre storage.Preconditions, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
-	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
+// The Scale goes through admission as kube-apiserver sends it: an
+// UPDATE of the resource's scale subresource whose object and old
+// object are autoscaling/v1 Scales.
+func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre storage.Preconditions, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
+	update := func(cur runtime.Object) (runtime.Object, error) {
 		curScale, err := scaleOf(cur)
 		if err != nil {
 			return nil, err
@@ -124,14 +131,45 @@ func (h *Handler) applyScale(ctx context.Context, r *request, pre storage.Precon
 		if err != nil {
 			return nil, err
 		}
-		if s.Spec.Replicas < 0 {
-			return nil, apierror.Invalid(scaleGVK.GroupKind(), r.info.Name, fieldErrors("spec.replicas", strconv.Itoa(int(s.Spec.Replicas)), "must be greater than or equal to 0"))
-		}
 		if s.Name != "" && s.Name != r.info.Name {
 			return nil, apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", s.Name, r.info.Name))
 		}
-		return setReplicas(cur, s.Spec.Replicas)
-	})
+		s = s.DeepCopy()
+		s.APIVersion, s.Kind = scaleGVK.GroupVersion().String(), scaleGVK.Kind
+		if s.Namespace == "" {
+			s.Namespace = curScale.Namespace
+		}
+		a := h.attributes(r, admission.Update, s, curScale, dry)
+		a.Kind = scaleGVK
+		h.retried(ctx, r, a)
+		admitted, err := h.admit(ctx, r, a, func(obj runtime.Object) error {
+			s, ok := obj.(*autoscalingv1.Scale)
+			if !ok {
+				return apierror.BadRequest("admission did not leave a Scale")
+			}
+			if s.Spec.Replicas < 0 {
+				return apierror.Invalid(scaleGVK.GroupKind(), r.info.Name, fieldErrors("spec.replicas", strconv.Itoa(int(s.Spec.Replicas)), "must be greater than or equal to 0"))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return setReplicas(cur, admitted.(*autoscalingv1.Scale).Spec.Replicas)
+	}
+	if dry {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return err
+		}
+		out, err := update(cur)
+		if err != nil {
+			return err
+		}
+		return h.writeScale(r, out)
+	}
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, update)
+	h.finishUpdate(ctx, r, out, err)
 	if err != nil {
 		return err
 	}
@@ -139,6 +177,10 @@ func (h *Handler) applyScale(ctx context.Context, r *request, pre storage.Precon
 }
 
 func (h *Handler) updateScale(ctx context.Context, r *request) error {
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
 	sent, err := h.decodeBody(r, "UpdateOptions", scaleGVK, &autoscalingv1.Scale{})
 	if err != nil {
 		return err
@@ -155,11 +197,11 @@ func (h *Handler) updateScale(ctx context.Context, r *request) error {
 		}
 		pre.ResourceVersion = rv
 	}
-	return h.applyScale(ctx, r, pre, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return s, nil })
+	return h.applyScale(ctx, r, dry, pre, func(*autoscalingv1.Scale) (*autoscalingv1.Scale, error) { return s, nil })
 }
 
-func (h *Handler) patchScale(ctx context.Context, r *request, pt types.PatchType, body []byte) error {
-	return h.applyScale(ctx, r, storage.Preconditions{}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
+func (h *Handler) patchScale(ctx context.Context, r *request, dry bool, pt types.PatchType, body []byte) error {
+	return h.applyScale(ctx, r, dry, storage.Preconditions{}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
 		curJSON, err := h.cfg.StorageCodec.EncodeJSON(cur)
 		if err != nil {
 			return nil, err
@@ -186,7 +228,7 @@ func (h *Handler) patchScale(ctx context.Context, r *request, pt types.PatchType
 // bind assigns a pod to a node (pods/binding, or the bindings resource),
 // as kube-apiserver's BindingREST does: only an unassigned, undeleted pod.
 func (h *Handler) bind(ctx context.Context, r *request) error {
-	sent, err := h.decodeBody(r, "CreateOptions", corev1.SchemeGroupVersion.WithKind("Binding"), &corev1.Binding{})
+	sent, err := h.decodeBody(r, "CreateOptions", bindingGVK, &corev1.Binding{})
 	if err != nil {
 		return err
 	}
@@ -203,12 +245,37 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 	if b.Namespace != "" && b.Namespace != r.info.Namespace {
 		return apierror.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
-	if b.Target.Name == "" {
-		return apierror.Invalid(corev1.SchemeGroupVersion.WithKind("Binding").GroupKind(), name, fieldErrors("target.name", "", "must be set"))
-	}
 	pods, ok := h.cfg.Registry.Lookup(corev1.SchemeGroupVersion.WithResource("pods"))
 	if !ok {
 		return notFoundPath()
+	}
+	dry, err := dryRun(r)
+	if err != nil {
+		return err
+	}
+	if b.Namespace == "" {
+		b.Namespace = r.info.Namespace
+	}
+	// Admission sees a CREATE of the Binding, kind v1 Binding, on
+	// pods/binding (or bindings), as kube-apiserver sends it.
+	a := h.attributes(r, admission.Create, b, nil, dry)
+	a.Kind, a.Name = bindingGVK, name
+	obj, err := h.admit(ctx, r, a, func(obj runtime.Object) error {
+		nb, ok := obj.(*corev1.Binding)
+		if !ok {
+			return apierror.BadRequest("admission did not leave a Binding")
+		}
+		if nb.Target.Name == "" {
+			return apierror.Invalid(bindingGVK.GroupKind(), name, fieldErrors("target.name", "", "must be set"))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b = obj.(*corev1.Binding)
+	if dry {
+		return h.bound(r)
 	}
 	_, err = h.cfg.Store.Update(ctx, pods, r.info.Namespace, name, storage.Preconditions{UID: uidOf(b)}, func(cur runtime.Object) (runtime.Object, error) {
 		pod := cur.DeepCopyObject().(*corev1.Pod)
@@ -231,9 +298,15 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 		pod.ResourceVersion = ""
 		return pod, nil
 	})
+	h.finish(ctx, a, nil, err)
 	if err != nil {
 		return err
 	}
+	return h.bound(r)
+}
+
+// bound answers a binding: kube-apiserver's 201 Success Status.
+func (h *Handler) bound(r *request) error {
 	st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: 201}
 	body, err := h.cfg.Codec.Encode(st, r.media.Format, r.media.Pretty)
 	if err != nil {

@@ -192,6 +192,7 @@ func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent,
 	defaults.Apply(next)
 	keepAllocations(next, cur)
 	a := h.attributes(r, admission.Update, next, cur, dry)
+	h.retried(ctx, r, a)
 	return h.admit(ctx, r, a, func(next runtime.Object) error {
 		if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
 			m, _ := objectMeta(next)
@@ -229,6 +230,7 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
 		return h.prepareUpdate(ctx, r, false, sent, cur)
 	})
+	h.finishUpdate(ctx, r, out, err)
 	if err != nil {
 		return err
 	}
@@ -256,7 +258,7 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		return apierror.BadRequest("the request body is empty")
 	}
 	if r.info.Subresource == "scale" {
-		return h.patchScale(ctx, r, pt, body)
+		return h.patchScale(ctx, r, dry, pt, body)
 	}
 	apply := func(cur runtime.Object) (runtime.Object, error) {
 		return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
@@ -273,6 +275,7 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 		return h.writeObject(r, 200, next)
 	}
 	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, apply)
+	h.finishUpdate(ctx, r, out, err)
 	if err != nil {
 		return err
 	}

@@ -2,18 +2,16 @@
 // ValidatingAdmissionPolicies and their bindings, kept in memory by the
 // admission feed, select writes by matchConstraints (and the binding's
 // matchResources), and each selected policy's CEL validations run with
-// object, oldObject, request, namespaceObject and variables. Param
-// references (paramKind, paramRef) are not supported: params is null,
-// and a policy that declares paramKind fails as its failurePolicy says.
+// object, oldObject, request, namespaceObject, variables, authorizer and
+// params: the objects a binding's paramRef selects (params.go), the
+// policy evaluated once for each.
 package policy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync"
 
@@ -22,8 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/admission/expr"
 )
 
 // lister lists every object of a kind (feed.Store).
@@ -44,6 +44,11 @@ type Config struct {
 	Bindings   lister // ValidatingAdmissionPolicyBindings
 	Namespaces Namespaces
 	Scheme     *runtime.Scheme
+	// Authorizer answers the expressions' authorizer checks; nil has no
+	// opinion on any.
+	Authorizer authorizer.UnconditionalAuthorizer
+	// Params reads param objects; nil knows no paramKind.
+	Params Params
 }
 
 // Plugin is ValidatingAdmissionPolicy.
@@ -60,7 +65,7 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.Policies == nil || cfg.Bindings == nil || cfg.Namespaces == nil || cfg.Scheme == nil {
 		return nil, errors.New("cannot make policy admission: every dependency is required")
 	}
-	e, err := env()
+	e, err := expr.Env(expr.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make policy admission: %w", err)
 	}
@@ -122,8 +127,17 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 				return apierrors.NewInternalError(err)
 			}
 		}
-		if err := p.evaluate(pol, b, a, vars); err != nil {
-			return err
+		params, err := p.params(ctx, pol, b, a)
+		if err != nil {
+			if failOpen(pol) {
+				continue
+			}
+			return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, "failed to configure binding: "+err.Error())
+		}
+		for _, param := range params {
+			if err := p.evaluate(pol, b, a, vars, param); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -134,24 +148,22 @@ func failOpen(pol *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
 }
 
 // evaluate runs pol's validations for binding b.
-func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, a *admission.Attributes, base map[string]any) error {
+func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, a *admission.Attributes, base map[string]any, params any) error {
 	failure := func(msg string) error {
 		if failOpen(pol) {
 			return nil
 		}
 		return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, msg)
 	}
-	if pol.Spec.ParamKind != nil {
-		return failure("params are not supported by kgate (paramKind is set)")
-	}
 	c := p.compiledFor(pol)
 	if c.err != nil {
 		return failure(c.err.Error())
 	}
-	vars := make(map[string]any, len(base)+1)
+	vars := make(map[string]any, len(base)+2)
 	for k, v := range base {
 		vars[k] = v
 	}
+	vars[expr.Params] = params
 	computed := map[string]any{}
 	vars["variables"] = computed
 	for _, v := range c.variables {
@@ -161,14 +173,10 @@ func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy
 		}
 		computed[v.name] = out
 	}
-	for _, m := range c.conditions {
-		out, _, err := m.prg.Eval(vars)
-		if err != nil {
-			return failure(fmt.Sprintf("matchCondition %q resulted in error: %v", m.name, err))
-		}
-		if ok, _ := out.Value().(bool); !ok {
-			return nil
-		}
+	if ok, err := expr.Match(c.conditions, vars); err != nil {
+		return failure(err.Error())
+	} else if !ok {
+		return nil
 	}
 	actions := b.Spec.ValidationActions
 	for _, v := range c.validations {
@@ -280,80 +288,16 @@ func ruleSelects(r admissionregistrationv1.NamedRuleWithOperations, a *admission
 
 // activation builds the variables of a's expressions.
 func (p *Plugin) activation(ctx context.Context, a *admission.Attributes) (map[string]any, error) {
-	obj, err := p.toMap(a.Object)
-	if err != nil {
-		return nil, err
-	}
-	old, err := p.toMap(a.OldObject)
+	vars, err := expr.Activation(p.cfg.Scheme, a, p.cfg.Authorizer)
 	if err != nil {
 		return nil, err
 	}
 	var nsObj any
 	if a.Resource.Namespaced && a.Namespace != "" {
 		if o, err := p.cfg.Namespaces.NamespaceObject(ctx, a.Namespace); err == nil {
-			nsObj, _ = p.toMap(o)
+			nsObj, _ = expr.ToValue(p.cfg.Scheme, o)
 		}
 	}
-	gvr, gvk := a.GVR(), a.GVK()
-	req := map[string]any{
-		"kind":        map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind},
-		"resource":    map[string]any{"group": gvr.Group, "version": gvr.Version, "resource": gvr.Resource},
-		"subResource": a.Subresource,
-		"name":        a.Name,
-		"namespace":   a.Namespace,
-		"operation":   string(a.Operation),
-		"dryRun":      a.DryRun,
-		"userInfo":    map[string]any{},
-	}
-	req["requestKind"], req["requestResource"], req["requestSubResource"] = req["kind"], req["resource"], a.Subresource
-	if u := a.User; u != nil {
-		groups := make([]any, len(u.GetGroups()))
-		for i, g := range u.GetGroups() {
-			groups[i] = g
-		}
-		req["userInfo"] = map[string]any{"username": u.GetName(), "uid": u.GetUID(), "groups": groups}
-	}
-	return map[string]any{"object": obj, "oldObject": old, "request": req, "params": nil, "namespaceObject": nsObj}, nil
-}
-
-// toMap turns obj into the JSON tree CEL reads, integers as int64.
-func (p *Plugin) toMap(obj runtime.Object) (any, error) {
-	if obj == nil || reflect.ValueOf(obj).IsNil() {
-		return nil, nil
-	}
-	obj = obj.DeepCopyObject()
-	if gvks, _, err := p.cfg.Scheme.ObjectKinds(obj); err == nil && len(gvks) > 0 {
-		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
-	}
-	data, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.UseNumber()
-	var out any
-	if err := dec.Decode(&out); err != nil {
-		return nil, err
-	}
-	return numbers(out), nil
-}
-
-func numbers(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = numbers(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = numbers(e)
-		}
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	}
-	return v
+	vars[expr.NamespaceObject], vars[expr.Params] = nsObj, nil
+	return vars, nil
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
@@ -97,4 +100,99 @@ func TestPolicy(t *testing.T) {
 	if err := pl.Validate(context.Background(), attrs()); !apierrors.IsForbidden(err) {
 		t.Errorf("reason Forbidden: err = %v", err)
 	}
+}
+
+// configMaps is Params over a fixed set of ConfigMaps (namespaced).
+type configMaps []*corev1.ConfigMap
+
+func (configMaps) ParamScope(gvk schema.GroupVersionKind) (bool, error) {
+	if gvk != corev1.SchemeGroupVersion.WithKind("ConfigMap") {
+		return false, errors.New("not served")
+	}
+	return true, nil
+}
+
+func (c configMaps) GetParam(_ context.Context, _ schema.GroupVersionKind, ns, name string) (runtime.Object, error) {
+	for _, cm := range c {
+		if cm.Namespace == ns && cm.Name == name {
+			return cm, nil
+		}
+	}
+	return nil, nil
+}
+
+func (c configMaps) ListParams(_ context.Context, _ schema.GroupVersionKind, ns string, sel labels.Selector) ([]runtime.Object, error) {
+	var out []runtime.Object
+	for _, cm := range c {
+		if cm.Namespace == ns && sel.Matches(labels.Set(cm.Labels)) {
+			out = append(out, cm)
+		}
+	}
+	return out, nil
+}
+
+func TestPolicyParams(t *testing.T) {
+	cm := func(ns, name, max string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"limits": "yes"}},
+			Data: map[string]string{"maxReplicas": max}}
+	}
+	params := configMaps{cm("ns", "limits", "5"), cm("other", "limits", "1"), cm("ns", "strict", "2")}
+	pol := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			ParamKind: &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}},
+				}}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression:        "object.spec.replicas <= int(params.data.maxReplicas)",
+				MessageExpression: "'at most ' + params.data.maxReplicas + ' replicas (' + params.metadata.name + ')'",
+			}},
+		}}
+	deny, allow := admissionregistrationv1.DenyAction, admissionregistrationv1.AllowAction
+	f := func(ref *admissionregistrationv1.ParamRef, replicas int32, clusterScoped bool, wantErr string) {
+		t.Helper()
+		b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "p", ParamRef: ref,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+		pl, err := New(Config{Policies: list{pol}, Bindings: list{b}, Namespaces: namespaces{}, Scheme: clientgoscheme.Scheme, Params: params})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &appsv1.Deployment{}
+		d.Name, d.Namespace, d.Spec.Replicas = "d", "ns", &replicas
+		a := &admission.Attributes{Resource: deployments, Operation: admission.Create, Namespace: "ns", Name: "d", Object: d}
+		if clusterScoped {
+			a.Namespace = ""
+		}
+		err = pl.Validate(context.Background(), a)
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%+v, %d replicas: err = %v, want none", ref, replicas, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%+v, %d replicas: err = %v, want %q", ref, replicas, err, wantErr)
+		}
+	}
+	// By name, in the request's namespace by default.
+	f(&admissionregistrationv1.ParamRef{Name: "limits", ParameterNotFoundAction: &deny}, 5, false, "")
+	f(&admissionregistrationv1.ParamRef{Name: "limits", ParameterNotFoundAction: &deny}, 6, false,
+		"ValidatingAdmissionPolicy 'p' with binding 'b' denied request: at most 5 replicas (limits)")
+	f(&admissionregistrationv1.ParamRef{Name: "limits", Namespace: "other", ParameterNotFoundAction: &deny}, 2, false, "at most 1 replicas")
+	// By selector: evaluated once per param, the strictest denies.
+	f(&admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"limits": "yes"}}, ParameterNotFoundAction: &deny}, 2, false, "")
+	f(&admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"limits": "yes"}}, ParameterNotFoundAction: &deny}, 3, false, "at most 2 replicas (strict)")
+	// Not found: Deny (also the default) rejects, Allow admits.
+	notFound := "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+	f(&admissionregistrationv1.ParamRef{Name: "missing", ParameterNotFoundAction: &deny}, 1, false, notFound)
+	f(&admissionregistrationv1.ParamRef{Name: "missing"}, 1, false, notFound)
+	f(&admissionregistrationv1.ParamRef{Name: "missing", ParameterNotFoundAction: &allow}, 100, false, "")
+	f(&admissionregistrationv1.ParamRef{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}, ParameterNotFoundAction: &allow}, 100, false, "")
+	// Without paramRef, params is null.
+	f(nil, 1, false, "no such key")
+	// A namespaced param kind needs a namespace.
+	f(&admissionregistrationv1.ParamRef{Name: "limits", ParameterNotFoundAction: &deny}, 1, true, "cannot use namespaced paramRef")
+	// An unknown kind fails the binding.
+	pol.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "Nope"}
+	f(&admissionregistrationv1.ParamRef{Name: "limits", ParameterNotFoundAction: &deny}, 1, false, "failed to configure binding: paramKind kind `/v1, Kind=Nope` not known")
 }

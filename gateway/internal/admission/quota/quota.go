@@ -1,8 +1,10 @@
 // Package quota is kube-apiserver's ResourceQuota admission plugin with
 // the quota controller's bookkeeping folded in (kgate has no controller
 // manager): a create is charged to every ResourceQuota of its namespace
-// that limits something it uses, by a compare-and-swap update of the
-// quota's status.used in etcd, and a deletion refunds it.
+// that limits something it uses, and an update what it uses more than
+// the object it replaces, by a compare-and-swap update of the quota's
+// status.used in etcd; a deletion refunds the object's usage, a stored
+// update what it uses less.
 //
 // Consistency across gateways: status.used lives in etcd, in the quota
 // object, and every charge is a read-modify-write that etcd accepts only
@@ -103,25 +105,46 @@ func (p Plugin) count(ctx context.Context, ns string, n corev1.ResourceName) (re
 		}
 		return *resource.NewQuantity(int64(len(objs)), resource.DecimalSI), nil
 	}
-	pods, err := p.Objects.Objects(ctx, "", "pods", ns)
-	if err != nil {
-		return total, err
-	}
-	for _, o := range pods {
-		if q, ok := usage(corev1.Resource("pods"), o)[n]; ok {
-			total.Add(q)
+	for _, r := range []string{"pods", "services", "persistentvolumeclaims"} {
+		objs, err := p.Objects.Objects(ctx, "", r, ns)
+		if err != nil {
+			return total, err
+		}
+		for _, o := range objs {
+			if q, ok := usage(corev1.Resource(r), o)[n]; ok {
+				total.Add(q)
+			}
 		}
 	}
 	return total, nil
 }
 
-// Validate charges a create to the quotas of its namespace; a dry run
-// is checked, not charged.
-func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
-	if a.Operation != admission.Create || a.Subresource != "" || a.Namespace == "" || !a.Resource.Namespaced {
+// charged is what a write takes of the quotas: a create its usage, an
+// update what it uses more than the object it replaces (a Service
+// turned NodePort, a PVC's storage raised, a pod resized); nothing
+// else.
+func charged(a *admission.Attributes) corev1.ResourceList {
+	if a.Namespace == "" || !a.Resource.Namespaced || a.Object == nil {
 		return nil
 	}
-	u := usage(a.GVR().GroupResource(), a.Object)
+	gr := a.GVR().GroupResource()
+	switch {
+	case a.Operation == admission.Create && a.Subresource == "":
+		return usage(gr, a.Object)
+	case a.Operation == admission.Update && (a.Subresource == "" || a.Subresource == "resize") && a.OldObject != nil:
+		return delta(usage(gr, a.Object), usage(gr, a.OldObject))
+	}
+	return nil
+}
+
+// Validate charges a create, or what an update uses more, to the quotas
+// of its namespace, by compare-and-swap; a dry run is checked, not
+// charged.
+func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
+	u := charged(a)
+	if len(u) == 0 {
+		return nil
+	}
 	for _, o := range p.List.List(a.Namespace) {
 		rq, ok := o.(*corev1.ResourceQuota)
 		if !ok || !limits(rq.Spec.Hard, u) {
@@ -167,12 +190,23 @@ func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	return nil
 }
 
-// Finish refunds a deletion.
+// Finish refunds a deletion, and what a stored update uses less (the
+// quota controller's recount does it upstream; kgate has none).
 func (p Plugin) Finish(ctx context.Context, a *admission.Attributes, _ runtime.Object, err error) {
-	if err != nil || a.Operation != admission.Delete || a.Subresource != "" || a.OldObject == nil || a.Namespace == "" {
+	if err != nil || a.OldObject == nil || a.Namespace == "" {
 		return
 	}
-	u := usage(a.GVR().GroupResource(), a.OldObject)
+	var u corev1.ResourceList
+	gr := a.GVR().GroupResource()
+	switch {
+	case a.Operation == admission.Delete && a.Subresource == "":
+		u = usage(gr, a.OldObject)
+	case a.Operation == admission.Update && (a.Subresource == "" || a.Subresource == "resize") && a.Object != nil:
+		u = delta(usage(gr, a.OldObject), usage(gr, a.Object))
+	}
+	if len(u) == 0 {
+		return
+	}
 	for _, o := range p.List.List(a.Namespace) {
 		if rq, ok := o.(*corev1.ResourceQuota); ok && limits(rq.Spec.Hard, u) {
 			p.refund(ctx, rq.Namespace, rq.Name, u)

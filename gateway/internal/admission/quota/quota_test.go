@@ -106,3 +106,89 @@ func TestQuota(t *testing.T) {
 		t.Errorf("used after delete = %s cpu, %s pods; want 600m, 2", u.String(), n.String())
 	}
 }
+
+var services = &registry.Resource{Version: "v1", Resource: "services", Kind: "Service", Namespaced: true}
+var pvcs = &registry.Resource{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Namespaced: true}
+
+func TestQuotaUpdates(t *testing.T) {
+	hard := corev1.ResourceList{"services.nodeports": resource.MustParse("2"), "services.loadbalancers": resource.MustParse("1"),
+		"requests.storage": resource.MustParse("10Gi"), "requests.cpu": resource.MustParse("1")}
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "ns"}, Spec: corev1.ResourceQuotaSpec{Hard: hard},
+		Status: corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{}}}
+	e := &etcd{q: q}
+	p := Plugin{List: list{q}, Quotas: e}
+	used := func(n corev1.ResourceName) string {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		u := e.q.Status.Used[n]
+		return u.String()
+	}
+	svc := func(typ corev1.ServiceType, ports int) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Spec: corev1.ServiceSpec{Type: typ}}
+		for i := range ports {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Port: int32(80 + i)})
+		}
+		return s
+	}
+	pvc := func(size string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+	}
+	update := func(res *registry.Resource, sub string, obj, old runtime.Object, storeErr error) error {
+		t.Helper()
+		a := &admission.Attributes{Resource: res, Subresource: sub, Operation: admission.Update, Namespace: "ns", Name: "x", Object: obj, OldObject: old}
+		err := admission.Chain{p}.Validate(context.Background(), a)
+		if err == nil {
+			admission.Chain{p}.Finish(context.Background(), a, obj, storeErr)
+		}
+		return err
+	}
+	// ClusterIP → NodePort charges its ports.
+	if err := update(services, "", svc(corev1.ServiceTypeNodePort, 1), svc(corev1.ServiceTypeClusterIP, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := used("services.nodeports"); u != "1" {
+		t.Errorf("nodeports after NodePort = %s, want 1", u)
+	}
+	// Two more ports exceed; nothing is charged.
+	err := update(services, "", svc(corev1.ServiceTypeNodePort, 2), svc(corev1.ServiceTypeClusterIP, 2), nil)
+	want := "exceeded quota: q, requested: services.nodeports=2, used: services.nodeports=1, limited: services.nodeports=2"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	// NodePort → LoadBalancer with the same ports charges only the load
+	// balancer; a failed write refunds it.
+	if err := update(services, "", svc(corev1.ServiceTypeLoadBalancer, 1), svc(corev1.ServiceTypeNodePort, 1), errors.New("conflict")); err != nil {
+		t.Fatal(err)
+	}
+	if u, n := used("services.loadbalancers"), used("services.nodeports"); u != "0" || n != "1" {
+		t.Errorf("after a failed write: loadbalancers = %s, nodeports = %s, want 0 and 1", u, n)
+	}
+	// A status update charges nothing; going back to ClusterIP refunds.
+	if err := update(services, "status", svc(corev1.ServiceTypeNodePort, 2), svc(corev1.ServiceTypeClusterIP, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := update(services, "", svc(corev1.ServiceTypeClusterIP, 1), svc(corev1.ServiceTypeNodePort, 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := used("services.nodeports"); n != "0" {
+		t.Errorf("nodeports after ClusterIP again = %s, want 0", n)
+	}
+	// A PVC's storage growing charges the growth only.
+	if err := update(pvcs, "", pvc("8Gi"), pvc("5Gi"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := used("requests.storage"); u != "3Gi" {
+		t.Errorf("requests.storage = %s, want 3Gi", u)
+	}
+	if err := update(pvcs, "", pvc("20Gi"), pvc("8Gi"), nil); !apierrors.IsForbidden(err) {
+		t.Errorf("PVC over quota: err = %v, want 403", err)
+	}
+	// A pod resized up charges the delta.
+	if err := update(pods, "resize", pod("700m"), pod("500m"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := used("requests.cpu"); u != "200m" {
+		t.Errorf("requests.cpu = %s, want 200m", u)
+	}
+}

@@ -45,6 +45,35 @@ func usage(gr schema.GroupResource, obj runtime.Object) corev1.ResourceList {
 	if gr.Group == "" && countedCore[gr.Resource] {
 		u[corev1.ResourceName(gr.Resource)] = one
 	}
+	switch o := obj.(type) {
+	case *corev1.Service:
+		// Upstream's service evaluator: every port of a NodePort or
+		// LoadBalancer service takes a node port.
+		ports := *resource.NewQuantity(int64(len(o.Spec.Ports)), resource.DecimalSI)
+		switch o.Spec.Type {
+		case corev1.ServiceTypeNodePort:
+			u[corev1.ResourceServicesNodePorts] = ports
+		case corev1.ServiceTypeLoadBalancer:
+			u[corev1.ResourceServicesLoadBalancers] = one
+			if o.Spec.AllocateLoadBalancerNodePorts == nil || *o.Spec.AllocateLoadBalancerNodePorts {
+				u[corev1.ResourceServicesNodePorts] = ports
+			}
+		}
+	case *corev1.PersistentVolumeClaim:
+		// Upstream's PVC evaluator: the requested storage, also per
+		// storage class.
+		storage, ok := o.Spec.Resources.Requests[corev1.ResourceStorage]
+		if class := o.Spec.StorageClassName; class != nil && *class != "" {
+			prefix := *class + ".storageclass.storage.k8s.io/"
+			u[corev1.ResourceName(prefix+"persistentvolumeclaims")] = one
+			if ok {
+				u[corev1.ResourceName(prefix+"requests.storage")] = storage.DeepCopy()
+			}
+		}
+		if ok {
+			u[corev1.ResourceRequestsStorage] = storage.DeepCopy()
+		}
+	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		req, lim := podRequests(pod)
 		for n, q := range req {
@@ -94,4 +123,20 @@ func maxOf(into, l corev1.ResourceList) {
 			into[n] = q.DeepCopy()
 		}
 	}
+}
+
+// delta returns the positive parts of next − prev: what an update takes
+// more of (upstream's SubtractWithNonNegativeResult).
+func delta(next, prev corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for n, q := range next {
+		d := q.DeepCopy()
+		if p, ok := prev[n]; ok {
+			d.Sub(p)
+		}
+		if d.Sign() > 0 {
+			out[n] = d
+		}
+	}
+	return out
 }

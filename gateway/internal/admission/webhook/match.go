@@ -4,9 +4,11 @@ import (
 	"context"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/admission/expr"
 )
 
 // hook is what matching and calling need of a mutating or validating
@@ -22,6 +24,7 @@ type hook struct {
 	sideEffects        admissionregistrationv1.SideEffectClass
 	timeoutSeconds     int32
 	reinvocationPolicy admissionregistrationv1.ReinvocationPolicyType
+	conditions         []expr.Condition // matchConditions, compiled
 }
 
 // selects says whether h's rules and selectors select a.
@@ -39,5 +42,62 @@ func (p *Plugin) selects(ctx context.Context, h *hook, a *admission.Attributes) 
 	if ok, err := admission.ObjectSelected(h.objectSelector, a); err != nil || !ok {
 		return false, err
 	}
-	return admission.NamespaceSelected(ctx, p.cfg.Namespaces, h.namespaceSelector, a)
+	if ok, err := admission.NamespaceSelected(ctx, p.cfg.Namespaces, h.namespaceSelector, a); err != nil || !ok {
+		return false, err
+	}
+	return p.conditionsHold(h, a)
+}
+
+// conditionsHold evaluates h's matchConditions, once the rules and
+// selectors matched: all must hold. An evaluation error follows h's
+// failure policy: Ignore skips the webhook, Fail rejects the request
+// with 403, as upstream.
+func (p *Plugin) conditionsHold(h *hook, a *admission.Attributes) (bool, error) {
+	if len(h.conditions) == 0 {
+		return true, nil
+	}
+	vars, err := expr.Activation(p.cfg.Scheme, a, p.cfg.Authorizer)
+	if err == nil {
+		var ok bool
+		if ok, err = expr.Match(h.conditions, vars); err == nil {
+			return ok, nil
+		}
+	}
+	if h.failurePolicy == admissionregistrationv1.Ignore {
+		p.cfg.Logger.Warn("failed evaluating match conditions, failing open", "webhook", h.name, "err", err)
+		return false, nil
+	}
+	return false, &conditionError{err: apierrors.NewForbidden(a.GVR().GroupResource(), a.Name, err)}
+}
+
+// conditionError is a matchCondition failure under failurePolicy Fail:
+// the request is rejected with it as is.
+type conditionError struct{ err *apierrors.StatusError }
+
+func (e *conditionError) Error() string { return e.err.Error() }
+func (e *conditionError) Unwrap() error { return e.err }
+
+// compiledConditions compiles the matchConditions of the webhook name
+// of configuration c, once per version of c.
+func (p *Plugin) compiledConditions(c metav1.Object, name string, mcs []admissionregistrationv1.MatchCondition) []expr.Condition {
+	if len(mcs) == 0 {
+		return nil
+	}
+	key := string(c.GetUID()) + "/" + c.GetResourceVersion() + "/" + c.GetName() + "/" + name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if conds, ok := p.compiled[key]; ok {
+		return conds
+	}
+	if len(p.compiled) > 1024 {
+		p.compiled = map[string][]expr.Condition{}
+	}
+	conds := expr.CompileConditions(p.env, mcs)
+	for _, cond := range conds {
+		if err := cond.Err(); err != nil {
+			p.cfg.Logger.Warn("invalid matchCondition", "configuration", c.GetName(), "webhook", name, "condition", cond.Name, "err", err)
+		}
+	}
+	p.compiled[key] = conds
+	return conds
 }

@@ -10,16 +10,20 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/admission/expr"
 )
 
 // lister lists every configuration of a kind (feed.Store).
@@ -44,6 +48,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// DefaultTimeout when a webhook sets none. Default 10s.
 	DefaultTimeout time.Duration
+	// Authorizer answers matchConditions' authorizer checks; nil has no
+	// opinion on any.
+	Authorizer authorizer.UnconditionalAuthorizer
 }
 
 // Plugin calls admission webhooks. Mutating() and Validating() are its
@@ -51,6 +58,10 @@ type Config struct {
 type Plugin struct {
 	cfg     Config
 	clients clients
+	env     *cel.Env // of matchConditions
+
+	mu       sync.Mutex                  // guards compiled
+	compiled map[string][]expr.Condition // by configuration uid/resourceVersion/name and webhook
 }
 
 // New returns the webhook plugin.
@@ -61,7 +72,11 @@ func New(cfg Config) (*Plugin, error) {
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = 10 * time.Second
 	}
-	return &Plugin{cfg: cfg, clients: clients{byKey: map[string]*clientEntry{}}}, nil
+	e, err := expr.Env(expr.Webhook)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make webhook admission: %w", err)
+	}
+	return &Plugin{cfg: cfg, clients: clients{byKey: map[string]*clientEntry{}}, env: e, compiled: map[string][]expr.Condition{}}, nil
 }
 
 // Mutating is MutatingAdmissionWebhook.
@@ -82,7 +97,8 @@ func (p *Plugin) mutatingHooks() []*hook {
 		}
 		for _, w := range c.Webhooks {
 			h := &hook{config: c.Name, name: w.Name, clientConfig: w.ClientConfig, rules: w.Rules,
-				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector}
+				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,
+				conditions: p.compiledConditions(c, w.Name, w.MatchConditions)}
 			fill(h, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds)
 			if w.ReinvocationPolicy != nil {
 				h.reinvocationPolicy = *w.ReinvocationPolicy
@@ -102,7 +118,8 @@ func (p *Plugin) validatingHooks() []*hook {
 		}
 		for _, w := range c.Webhooks {
 			h := &hook{config: c.Name, name: w.Name, clientConfig: w.ClientConfig, rules: w.Rules,
-				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector}
+				namespaceSelector: w.NamespaceSelector, objectSelector: w.ObjectSelector,
+				conditions: p.compiledConditions(c, w.Name, w.MatchConditions)}
 			fill(h, w.FailurePolicy, w.SideEffects, w.TimeoutSeconds)
 			out = append(out, h)
 		}
@@ -142,6 +159,10 @@ func (m mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 	for _, h := range hooks {
 		ok, err := p.selects(ctx, h, a)
 		if err != nil {
+			var ce *conditionError
+			if errors.As(err, &ce) {
+				return ce.err
+			}
 			if h.failurePolicy == admissionregistrationv1.Ignore {
 				continue
 			}
@@ -211,6 +232,10 @@ func (v validating) Validate(ctx context.Context, a *admission.Attributes) error
 	for _, h := range p.validatingHooks() {
 		ok, err := p.selects(ctx, h, a)
 		if err != nil {
+			var ce *conditionError
+			if errors.As(err, &ce) {
+				return ce.err
+			}
 			if h.failurePolicy == admissionregistrationv1.Ignore {
 				continue
 			}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
@@ -150,4 +153,78 @@ func TestDenyAndFailurePolicy(t *testing.T) {
 	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "does not support dry run") {
 		t.Errorf("dry run: err = %v", err)
 	}
+}
+
+type allowOnly struct{ verb string }
+
+func (a allowOnly) Authorize(_ context.Context, at authorizer.Attributes) (authorizer.Decision, string, error) {
+	if at.GetVerb() == a.verb {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionNoOpinion, "", nil
+}
+
+func TestMatchConditions(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv, ca := server(t, func(string, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return &admissionv1.AdmissionResponse{Allowed: false, Result: &metav1.Status{Message: "called"}}
+	})
+	u := srv.URL + "/v"
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := func(fp admissionregistrationv1.FailurePolicyType, conds ...string) *admissionregistrationv1.ValidatingWebhookConfiguration {
+		w := admissionregistrationv1.ValidatingWebhook{
+			Name: "v.test", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: ca}, SideEffects: &none,
+			Rules: mutatingConfig(srv, ca, "/x").Webhooks[0].Rules, FailurePolicy: &fp,
+		}
+		for i, c := range conds {
+			w.MatchConditions = append(w.MatchConditions, admissionregistrationv1.MatchCondition{Name: fmt.Sprintf("c%d", i), Expression: c})
+		}
+		return &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "v", ResourceVersion: strings.Join(conds, ";")},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{w}}
+	}
+	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
+	f := func(c *admissionregistrationv1.ValidatingWebhookConfiguration, name string, wantCalled bool, wantErr string) {
+		t.Helper()
+		p, err := New(Config{Validating: list{c}, Mutating: list{}, Namespaces: noLabels{}, Scheme: clientgoscheme.Scheme,
+			Logger: slog.New(slog.DiscardHandler), Authorizer: allowOnly{"get"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = 0
+		a := &admission.Attributes{Resource: pods, Operation: admission.Create, Namespace: "ns", Name: name,
+			Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}}
+		err = p.Validating().Validate(context.Background(), a)
+		if (calls > 0) != wantCalled {
+			t.Errorf("%v on %s: called = %d, want %v", c.Webhooks[0].MatchConditions, name, calls, wantCalled)
+		}
+		switch {
+		case wantErr == "" && err != nil && !strings.Contains(err.Error(), "called"):
+			t.Errorf("%v on %s: err = %v", c.Webhooks[0].MatchConditions, name, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%v on %s: err = %v, want %q", c.Webhooks[0].MatchConditions, name, err, wantErr)
+		}
+	}
+	prefix := "object.metadata.name.startsWith('hook-')"
+	f(vwc(fail, prefix), "hook-x", true, "")
+	f(vwc(fail, prefix), "other-y", false, "")
+	f(vwc(fail, prefix, "request.operation == 'CREATE'", "oldObject == null"), "hook-x", true, "")
+	f(vwc(fail, prefix, "request.operation == 'UPDATE'"), "hook-x", false, "")
+	// authorizer: the test authorizer allows only "get".
+	f(vwc(fail, "authorizer.group('').resource('pods').namespace('ns').check('get').allowed()"), "a", true, "")
+	f(vwc(fail, "authorizer.requestResource.check('create').allowed()"), "a", false, "")
+	// An evaluation error: Fail rejects with 403 without calling, Ignore
+	// skips the webhook; a false condition wins over an error.
+	broken := "object.metadata.nope == 'x'"
+	f(vwc(fail, broken), "a", false, `pods "a" is forbidden: matchCondition "c0"`)
+	f(vwc(ignore, broken), "a", false, "")
+	f(vwc(fail, broken, "false"), "a", false, "")
+	// An expression that does not compile is an error of the same kind,
+	// and crashes nothing.
+	f(vwc(fail, "object.metadata.name +"), "a", false, "compilation failed")
+	f(vwc(ignore, "object.metadata.name +"), "a", false, "")
+	f(vwc(fail, "'not a bool'"), "a", false, "must evaluate to bool")
 }
