@@ -2,20 +2,62 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/gateway"
 )
 
-// authFlags are the authorization and service-account flags of
-// kube-apiserver that `kgate gateway` and `kgate dev` take.
+// authFlags are the authorization, service-account, OIDC and
+// request-header flags of kube-apiserver that `kgate gateway` and
+// `kgate dev` take.
 type authFlags struct {
 	modes      *string
 	keyFiles   listFlag
 	signingKey *string
 	issuers    listFlag
 	audiences  listFlag
+
+	oidc          gateway.OIDCConfig
+	oidcClaims    mapFlag
+	oidcAlgs      listFlag
+	requestHeader gateway.RequestHeaderConfig
+	rhAllowed     listFlag
+	rhUsers       listFlag
+	rhUIDs        listFlag
+	rhGroups      listFlag
+	rhExtra       listFlag
+}
+
+// mapFlag is a key=value flag given several times or as a comma list.
+type mapFlag map[string]string
+
+func (m *mapFlag) String() string {
+	var l []string
+	for k, v := range *m {
+		l = append(l, k+"="+v)
+	}
+	slices.Sort(l)
+	return strings.Join(l, ",")
+}
+
+func (m *mapFlag) Set(v string) error {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not key=value", s)
+		}
+		(*m)[k] = val
+	}
+	return nil
 }
 
 // listFlag is a flag given several times or as a comma list.
@@ -46,7 +88,38 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	fs.Var(&a.keyFiles, "service-account-key-file", "keys verifying service-account tokens (PEM public or private keys, certificates; repeatable); the signing key is added")
 	fs.Var(&a.issuers, "service-account-issuer", issuer)
 	fs.Var(&a.audiences, "api-audiences", "audiences of the API that service-account tokens must carry one of (comma-separated; default: the issuers)")
+
+	o := &a.oidc
+	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", "https URL of an OpenID Connect issuer whose ID tokens are accepted as bearer tokens (needs --oidc-client-id and --oidc-jwks-file)")
+	fs.StringVar(&o.ClientID, "oidc-client-id", "", "client ID the ID tokens must have as an audience")
+	fs.StringVar(&o.UsernameClaim, "oidc-username-claim", "sub", "ID token claim naming the user")
+	fs.StringVar(&o.UsernamePrefix, "oidc-username-prefix", "", `prefix of OIDC usernames; default the issuer URL and "#" unless the claim is email; "-" for none`)
+	fs.StringVar(&o.GroupsClaim, "oidc-groups-claim", "", "ID token claim with the user's groups (string or array of strings)")
+	fs.StringVar(&o.GroupsPrefix, "oidc-groups-prefix", "", "prefix of OIDC groups")
+	fs.Var(&a.oidcClaims, "oidc-required-claim", "key=value claim every ID token must carry (repeatable)")
+	fs.Var(&a.oidcAlgs, "oidc-signing-algs", "accepted ID token signature algorithms, comma-separated, of "+strings.Join(gateway.OIDCSigningAlgs(), ", ")+" (default RS256)")
+	fs.StringVar(&o.JWKSFile, "oidc-jwks-file", "", "the issuer's JSON Web Key Set (what its jwks_uri serves); kgate does not fetch it, and re-reads the file when it changes")
+
+	fs.StringVar(&a.requestHeader.ClientCAFile, "requestheader-client-ca-file", "", "CA bundle verifying front proxies' client certificates; turns request-header authentication on")
+	fs.Var(&a.rhAllowed, "requestheader-allowed-names", "client certificate CNs allowed as front proxies (comma-separated; default: any signed by the request-header CA)")
+	fs.Var(&a.rhUsers, "requestheader-username-headers", "headers naming the user, the first non-empty wins (default X-Remote-User)")
+	fs.Var(&a.rhUIDs, "requestheader-uid-headers", "headers with the user's UID, e.g. X-Remote-Uid (default none)")
+	fs.Var(&a.rhGroups, "requestheader-group-headers", "headers with the user's groups (default X-Remote-Group)")
+	fs.Var(&a.rhExtra, "requestheader-extra-headers-prefix", "header prefixes of the user's extra attributes (default X-Remote-Extra-)")
 	return a
+}
+
+// authn completes the OIDC and request-header options from the list
+// flags.
+func (a *authFlags) authn() (gateway.OIDCConfig, gateway.RequestHeaderConfig) {
+	o, rh := a.oidc, a.requestHeader
+	o.RequiredClaims, o.SigningAlgs = a.oidcClaims, a.oidcAlgs
+	rh.AllowedNames, rh.UsernameHeaders, rh.UIDHeaders = a.rhAllowed, a.rhUsers, a.rhUIDs
+	rh.GroupHeaders, rh.ExtraHeaderPrefixes = a.rhGroups, a.rhExtra
+	if o.IssuerURL == "" && o.UsernameClaim == "sub" {
+		o.UsernameClaim = "" // the flag's default alone does not ask for OIDC
+	}
+	return o, rh
 }
 
 func (a *authFlags) modeList() []string {
@@ -60,6 +133,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	cfg.AuthorizationModes = a.modeList()
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
+	cfg.OIDC, cfg.RequestHeader = a.authn()
 }
 
 // dev sets kgate dev's options.
@@ -67,4 +141,5 @@ func (a *authFlags) dev(cfg *devcluster.Config) {
 	cfg.AuthorizationModes = a.modeList()
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
+	cfg.OIDC, cfg.RequestHeader = a.authn()
 }

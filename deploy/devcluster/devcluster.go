@@ -89,6 +89,11 @@ type Config struct {
 	ServiceAccountIssuers []string
 	// APIAudiences default to the issuers.
 	APIAudiences []string
+	// OIDC and RequestHeader go to every gateway (see gateway.Config):
+	// OIDC ID tokens and front-proxy identity headers. The serving TLS
+	// advertises the request-header CAs besides the dev CA.
+	OIDC          gateway.OIDCConfig
+	RequestHeader gateway.RequestHeaderConfig
 
 	// Audit, Limits and ServingTLS go to every gateway (see
 	// gateway.Config). ServingTLS's files default to the dev serving
@@ -275,6 +280,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
 				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
+				OIDC: cfg.OIDC, RequestHeader: cfg.RequestHeader,
 				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},

@@ -24,17 +24,27 @@ import (
 
 const issuer = "https://issuer.example.com"
 
-// testKeys are generated once: RSA key generation is slow under -race.
-var testKeys = sync.OnceValue(func() (k struct {
+// keys are the test's signing keys.
+type keys struct {
 	rsa, other *rsa.PrivateKey
 	ec         *ecdsa.PrivateKey
-}) { var err error; if k.rsa, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-	panic(err)
-}; if k.other, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-	panic(err)
-}; if k.ec, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
-	panic(err)
-}; return k })
+}
+
+// testKeys are generated once: RSA key generation is slow under -race.
+var testKeys = sync.OnceValue(func() keys {
+	var k keys
+	var err error
+	if k.rsa, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+		panic(err)
+	}
+	if k.other, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+		panic(err)
+	}
+	if k.ec, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		panic(err)
+	}
+	return k
+})
 
 // writeJWKS writes the public halves of keys (kid = index) as a JWKS
 // file, to path or a new file.
