@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/authz/webhook"
+	"github.com/kgate/kgate/gateway/internal/oidc"
 	"github.com/kgate/kgate/gateway/internal/rbacfeed"
 	"github.com/kgate/kgate/gateway/internal/review"
 	"github.com/kgate/kgate/gateway/internal/satoken"
@@ -42,6 +45,88 @@ type AuthorizationWebhookConfig struct {
 	CacheUnauthorizedTTL time.Duration
 	// Timeout bounds each decision, retries included. Default 30s.
 	Timeout time.Duration
+}
+
+// OIDCConfig are kube-apiserver's --oidc-* options: ID tokens of one
+// OpenID Connect issuer are bearer tokens too. Off without IssuerURL.
+type OIDCConfig struct {
+	// IssuerURL (https) must be the tokens' iss; ClientID one of their
+	// audiences. Both required together.
+	IssuerURL, ClientID string
+	// UsernameClaim defaults to "sub". UsernamePrefix defaults to
+	// IssuerURL + "#" unless the claim is "email"; "-" means none.
+	UsernameClaim, UsernamePrefix string
+	// GroupsClaim names the groups claim, each group prefixed with
+	// GroupsPrefix. Optional.
+	GroupsClaim, GroupsPrefix string
+	// RequiredClaims must be in every token with these values.
+	RequiredClaims map[string]string
+	// SigningAlgs accepted; default RS256.
+	SigningAlgs []string
+	// JWKSFile holds the issuer's public keys (kgate does not fetch its
+	// discovery document); required. Re-read when it changes.
+	JWKSFile string
+}
+
+// OIDCSigningAlgs are the algorithms OIDCConfig.SigningAlgs may name.
+func OIDCSigningAlgs() []string { return oidc.AllSigningAlgs() }
+
+// set reports whether any option is given.
+func (o *OIDCConfig) set() bool {
+	return o.IssuerURL != "" || o.ClientID != "" || o.UsernamePrefix != "" || o.GroupsClaim != "" ||
+		o.GroupsPrefix != "" || len(o.RequiredClaims) > 0 || o.JWKSFile != ""
+}
+
+// RequestHeaderConfig are kube-apiserver's --requestheader-* options: a
+// front proxy with a client certificate from ClientCAFile (and a CN in
+// AllowedNames, if any) names the user in headers. Off without
+// ClientCAFile; the header lists default to X-Remote-User, none,
+// X-Remote-Group and X-Remote-Extra-.
+type RequestHeaderConfig struct {
+	ClientCAFile        string
+	AllowedNames        []string
+	UsernameHeaders     []string
+	UIDHeaders          []string
+	GroupHeaders        []string
+	ExtraHeaderPrefixes []string
+}
+
+// set reports whether any option is given.
+func (o *RequestHeaderConfig) set() bool {
+	return o.ClientCAFile != "" || len(o.AllowedNames) > 0 || len(o.UsernameHeaders) > 0 || len(o.UIDHeaders) > 0 ||
+		len(o.GroupHeaders) > 0 || len(o.ExtraHeaderPrefixes) > 0
+}
+
+// validateAuthn checks what newAuth cannot tell: options given without
+// the one that turns their feature on.
+func (c *Config) validateAuthn() error {
+	if c.OIDC.set() && c.OIDC.IssuerURL == "" {
+		return errors.New("cannot make gateway: the OIDC options need an issuer URL (--oidc-issuer-url)")
+	}
+	if c.RequestHeader.set() && c.RequestHeader.ClientCAFile == "" {
+		return errors.New("cannot make gateway: the request-header options need a client CA file (--requestheader-client-ca-file)")
+	}
+	return nil
+}
+
+// withRequestHeaderCAs adds the request-header CAs to the client CAs the
+// TLS handshake advertises, when it advertises some: a Go client (and
+// most others) sends only a certificate issued by one of them, so a
+// front proxy's would never arrive.
+func withRequestHeaderCAs(c *tls.Config, caFile string) error {
+	if caFile == "" || c.ClientCAs == nil {
+		return nil
+	}
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("cannot read request-header client CA file: %w", err)
+	}
+	pool := c.ClientCAs.Clone()
+	if !pool.AppendCertsFromPEM(data) {
+		return fmt.Errorf("cannot parse request-header client CA file %s: no certificates", caFile)
+	}
+	c.ClientCAs = pool
+	return nil
 }
 
 // authState is the gateway's authentication and authorization beyond
@@ -88,10 +173,33 @@ func (g *Gateway) newAuth() error {
 		tokenAuths = append(tokenAuths, g.auth.tokens)
 		audiences = g.auth.tokens.Audiences()
 	}
+	if o := cfg.OIDC; o.IssuerURL != "" {
+		// After the service-account tokens, as in kube-apiserver; a token
+		// of another issuer is not the OIDC authenticator's.
+		tok, err := oidc.New(g.base, oidc.Config{
+			IssuerURL: o.IssuerURL, ClientID: o.ClientID, UsernameClaim: o.UsernameClaim, UsernamePrefix: o.UsernamePrefix,
+			GroupsClaim: o.GroupsClaim, GroupsPrefix: o.GroupsPrefix, RequiredClaims: o.RequiredClaims,
+			SigningAlgs: o.SigningAlgs, JWKSFile: o.JWKSFile, DisallowedIssuers: cfg.ServiceAccountIssuers,
+			Logger: cfg.Logger.With("component", "oidc"),
+		})
+		if err != nil {
+			return fmt.Errorf("cannot make gateway: %w", err)
+		}
+		if len(audiences) > 0 {
+			tokenAuths = append(tokenAuths, authenticator.WrapAudienceAgnosticToken(audiences, tok))
+		} else {
+			tokenAuths = append(tokenAuths, tok)
+		}
+	}
+	rh := cfg.RequestHeader
 	var err error
 	if g.authn, err = authn.New(authn.Config{
 		ClientCAFile: cfg.ClientCAFile, TokenAuthFile: cfg.TokenAuthFile, Anonymous: cfg.AnonymousAuth,
 		Tokens: tokenAuths, APIAudiences: audiences,
+		RequestHeader: authn.RequestHeaderConfig{
+			ClientCAFile: rh.ClientCAFile, AllowedNames: rh.AllowedNames, UsernameHeaders: rh.UsernameHeaders,
+			UIDHeaders: rh.UIDHeaders, GroupHeaders: rh.GroupHeaders, ExtraHeaderPrefixes: rh.ExtraHeaderPrefixes,
+		},
 		Logger: cfg.Logger.With("component", "authn"),
 	}); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)

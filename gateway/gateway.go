@@ -127,6 +127,12 @@ type Config struct {
 	// clusterrole-aggregation controller), for clusters without a
 	// controller manager. Needs the RBAC mode.
 	AggregateClusterRoles bool
+	// OIDC accepts ID tokens of an OpenID Connect issuer (--oidc-*).
+	OIDC OIDCConfig
+	// RequestHeader trusts front proxies' identity headers
+	// (--requestheader-*); their CAs are added to TLS.ClientCAs when it
+	// has some.
+	RequestHeader RequestHeaderConfig
 
 	// Audit, limits and serving TLS (guard.go; README "Operations").
 	// Audit writes audit.k8s.io/v1 events; off without a policy file.
@@ -147,6 +153,9 @@ func (c *Config) validate() error {
 		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache, NATS and service IPs are required")
 	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
+	}
+	if err := c.validateAuthn(); err != nil {
+		return err
 	}
 	for _, p := range c.TLS.NextProtos {
 		if p == "h2" {

@@ -100,6 +100,9 @@ type guardState struct {
 func (g *Gateway) newGuard() error {
 	cfg := &g.cfg
 	tlsCfg, certs, err := servingTLS(cfg.TLS, cfg.ServingTLS, g)
+	if err == nil {
+		err = withRequestHeaderCAs(tlsCfg, cfg.RequestHeader.ClientCAFile)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}

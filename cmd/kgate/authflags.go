@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,8 +11,9 @@ import (
 	"github.com/kgate/kgate/gateway"
 )
 
-// authFlags are the authorization and service-account flags of
-// kube-apiserver that `kgate gateway` and `kgate dev` take.
+// authFlags are the authorization, service-account, OIDC and
+// request-header flags of kube-apiserver that `kgate gateway` and
+// `kgate dev` take.
 type authFlags struct {
 	modes   *string
 	webhook struct {
@@ -23,6 +26,45 @@ type authFlags struct {
 	issuers    listFlag
 	audiences  listFlag
 	aggregate  *bool
+
+	oidc          gateway.OIDCConfig
+	oidcClaims    mapFlag
+	oidcAlgs      listFlag
+	requestHeader gateway.RequestHeaderConfig
+	rhAllowed     listFlag
+	rhUsers       listFlag
+	rhUIDs        listFlag
+	rhGroups      listFlag
+	rhExtra       listFlag
+}
+
+// mapFlag is a key=value flag given several times or as a comma list.
+type mapFlag map[string]string
+
+func (m *mapFlag) String() string {
+	var l []string
+	for k, v := range *m {
+		l = append(l, k+"="+v)
+	}
+	slices.Sort(l)
+	return strings.Join(l, ",")
+}
+
+func (m *mapFlag) Set(v string) error {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not key=value", s)
+		}
+		(*m)[k] = val
+	}
+	return nil
 }
 
 // listFlag is a flag given several times or as a comma list.
@@ -60,7 +102,38 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	if !dev {
 		a.aggregate = fs.Bool("aggregate-cluster-roles", false, "write the rules of aggregated ClusterRoles into them, as kube-controller-manager's clusterrole-aggregation controller (for clusters without one; kgate dev always does)")
 	}
+
+	o := &a.oidc
+	fs.StringVar(&o.IssuerURL, "oidc-issuer-url", "", "https URL of an OpenID Connect issuer whose ID tokens are accepted as bearer tokens (needs --oidc-client-id and --oidc-jwks-file)")
+	fs.StringVar(&o.ClientID, "oidc-client-id", "", "client ID the ID tokens must have as an audience")
+	fs.StringVar(&o.UsernameClaim, "oidc-username-claim", "sub", "ID token claim naming the user")
+	fs.StringVar(&o.UsernamePrefix, "oidc-username-prefix", "", `prefix of OIDC usernames; default the issuer URL and "#" unless the claim is email; "-" for none`)
+	fs.StringVar(&o.GroupsClaim, "oidc-groups-claim", "", "ID token claim with the user's groups (string or array of strings)")
+	fs.StringVar(&o.GroupsPrefix, "oidc-groups-prefix", "", "prefix of OIDC groups")
+	fs.Var(&a.oidcClaims, "oidc-required-claim", "key=value claim every ID token must carry (repeatable)")
+	fs.Var(&a.oidcAlgs, "oidc-signing-algs", "accepted ID token signature algorithms, comma-separated, of "+strings.Join(gateway.OIDCSigningAlgs(), ", ")+" (default RS256)")
+	fs.StringVar(&o.JWKSFile, "oidc-jwks-file", "", "the issuer's JSON Web Key Set (what its jwks_uri serves); kgate does not fetch it, and re-reads the file when it changes")
+
+	fs.StringVar(&a.requestHeader.ClientCAFile, "requestheader-client-ca-file", "", "CA bundle verifying front proxies' client certificates; turns request-header authentication on")
+	fs.Var(&a.rhAllowed, "requestheader-allowed-names", "client certificate CNs allowed as front proxies (comma-separated; default: any signed by the request-header CA)")
+	fs.Var(&a.rhUsers, "requestheader-username-headers", "headers naming the user, the first non-empty wins (default X-Remote-User)")
+	fs.Var(&a.rhUIDs, "requestheader-uid-headers", "headers with the user's UID, e.g. X-Remote-Uid (default none)")
+	fs.Var(&a.rhGroups, "requestheader-group-headers", "headers with the user's groups (default X-Remote-Group)")
+	fs.Var(&a.rhExtra, "requestheader-extra-headers-prefix", "header prefixes of the user's extra attributes (default X-Remote-Extra-)")
 	return a
+}
+
+// authn completes the OIDC and request-header options from the list
+// flags.
+func (a *authFlags) authn() (gateway.OIDCConfig, gateway.RequestHeaderConfig) {
+	o, rh := a.oidc, a.requestHeader
+	o.RequiredClaims, o.SigningAlgs = a.oidcClaims, a.oidcAlgs
+	rh.AllowedNames, rh.UsernameHeaders, rh.UIDHeaders = a.rhAllowed, a.rhUsers, a.rhUIDs
+	rh.GroupHeaders, rh.ExtraHeaderPrefixes = a.rhGroups, a.rhExtra
+	if o.IssuerURL == "" && o.UsernameClaim == "sub" {
+		o.UsernameClaim = "" // the flag's default alone does not ask for OIDC
+	}
+	return o, rh
 }
 
 func (a *authFlags) modeList() []string {
@@ -100,6 +173,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
 	cfg.AggregateClusterRoles = *a.aggregate
+	cfg.OIDC, cfg.RequestHeader = a.authn()
 }
 
 // dev sets kgate dev's options.
@@ -108,4 +182,5 @@ func (a *authFlags) dev(cfg *devcluster.Config) {
 	cfg.AuthorizationWebhook = a.webhookConfig()
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
+	cfg.OIDC, cfg.RequestHeader = a.authn()
 }

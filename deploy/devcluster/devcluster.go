@@ -93,6 +93,11 @@ type Config struct {
 	ServiceAccountIssuers []string
 	// APIAudiences default to the issuers.
 	APIAudiences []string
+	// OIDC and RequestHeader go to every gateway (see gateway.Config):
+	// OIDC ID tokens and front-proxy identity headers. The serving TLS
+	// advertises the request-header CAs besides the dev CA.
+	OIDC          gateway.OIDCConfig
+	RequestHeader gateway.RequestHeaderConfig
 
 	// Audit, Limits and ServingTLS go to every gateway (see
 	// gateway.Config). ServingTLS's files default to the dev serving
@@ -283,7 +288,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
 				// kgate dev has no controller manager to do it.
 				AggregateClusterRoles: true,
-				Audit:                 cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
+				OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
+				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
 			Logger:     log.With("gateway", name),

@@ -56,6 +56,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "cannot close the auth cluster:", err)
 		code = 1
 	}
+	if err := closeAuthnCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, "cannot close the authn cluster:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -1,10 +1,12 @@
 // Package authn authenticates the gateway's requests the way kube-apiserver
-// does, with k8s.io/apiserver's own authenticators: x509 client
-// certificates (--client-ca-file), static bearer tokens (--token-auth-file),
-// further token authenticators (service-account JWTs, gateway/internal/
-// satoken) and, when enabled, anonymous requests. Those authenticators take an
+// does, with k8s.io/apiserver's own authenticators: front proxies' identity
+// headers (--requestheader-*), x509 client certificates (--client-ca-file),
+// static bearer tokens (--token-auth-file), further token authenticators
+// (service-account JWTs, gateway/internal/satoken; OIDC, gateway/internal/
+// oidc) and, when enabled, anonymous requests. Those authenticators take an
 // *http.Request, so each fasthttp request is presented to them as a minimal
-// one (method, path, Authorization header, TLS state; never the body).
+// one (method, path, Authorization header, the identity headers when
+// request-header authentication is on, TLS state; never the body).
 package authn
 
 import (
@@ -62,9 +64,12 @@ type Config struct {
 	// tokens. Optional.
 	APIAudiences []string
 	// Tokens are further bearer-token authenticators, asked after the
-	// token file in order (service-account JWTs). Like the token file
-	// they answer (nil, false, nil) for a token that is not theirs.
+	// token file in order (service-account JWTs, OIDC). Like the token
+	// file they answer (nil, false, nil) for a token that is not theirs.
 	Tokens []authenticator.Token
+	// RequestHeader authenticates front proxies' requests by headers,
+	// first in the chain; off without RequestHeader.ClientCAFile.
+	RequestHeader RequestHeaderConfig
 }
 
 // Authenticator authenticates fasthttp requests. It is safe for concurrent
@@ -72,22 +77,37 @@ type Config struct {
 type Authenticator struct {
 	auth authenticator.Request
 	log  *slog.Logger
+	// headers are the front-proxy identity headers; nil when
+	// request-header authentication is off.
+	headers *identityHeaders
 	// requests recycles the *http.Request shells handed to the
 	// authenticators; none of them keeps the request after returning.
 	requests sync.Pool
 }
 
-// New reads the configured files and builds the authenticator chain:
-// x509, then bearer tokens, then (if enabled) anonymous; authenticated
-// users get the group system:authenticated.
+// New reads the configured files and builds the authenticator chain in
+// kube-apiserver's order: request headers, x509, then bearer tokens, then
+// (if enabled) anonymous; authenticated users get the group
+// system:authenticated.
 func New(cfg Config) (*Authenticator, error) {
-	if cfg.ClientCAFile == "" && cfg.TokenAuthFile == "" && len(cfg.Tokens) == 0 && !cfg.Anonymous {
-		return nil, fmt.Errorf("%w: no authentication method (client CA file, token file, service-account tokens or anonymous)", ErrInvalidConfig)
+	if cfg.ClientCAFile == "" && cfg.TokenAuthFile == "" && len(cfg.Tokens) == 0 && !cfg.Anonymous && cfg.RequestHeader.ClientCAFile == "" {
+		return nil, fmt.Errorf("%w: no authentication method (client CA file, token file, bearer-token authenticators, request-header CA file or anonymous)", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	var chain []authenticator.Request
+	var headers *identityHeaders
+	if cfg.RequestHeader.ClientCAFile != "" {
+		rh, h, err := newRequestHeader(cfg.RequestHeader)
+		if err != nil {
+			return nil, err
+		}
+		if len(cfg.APIAudiences) > 0 {
+			rh = authenticator.WrapAudienceAgnosticRequest(cfg.APIAudiences, rh)
+		}
+		chain, headers = append(chain, rh), h
+	}
 	if cfg.ClientCAFile != "" {
 		x, err := newX509(cfg.ClientCAFile)
 		if err != nil {
@@ -130,37 +150,51 @@ func New(cfg Config) (*Authenticator, error) {
 			auth = union.NewFailOnError(auth, anon)
 		}
 	}
-	a := &Authenticator{auth: auth, log: cfg.Logger}
+	a := &Authenticator{auth: auth, log: cfg.Logger, headers: headers}
 	a.requests.New = func() any { return newRequest() }
 	return a, nil
 }
 
 // newX509 is the client certificate authenticator for the CAs in caFile.
 func newX509(caFile string) (authenticator.Request, error) {
-	data, err := os.ReadFile(caFile)
+	certs, err := readCAFile(caFile, "client CA file")
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot read client CA file: %w", ErrInvalidConfig, err)
-	}
-	certs, err := certutil.ParseCertsPEM(data)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot parse client CA file %s: %w", ErrInvalidConfig, caFile, err)
+		return nil, err
 	}
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = x509CertPool(certs)
 	return newCertCache(x509request.New(opts, x509request.CommonNameUserConversion)), nil
 }
 
+// readCAFile reads a PEM bundle of CA certificates.
+func readCAFile(file, what string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot read %s: %w", ErrInvalidConfig, what, err)
+	}
+	certs, err := certutil.ParseCertsPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot parse %s %s: %w", ErrInvalidConfig, what, file, err)
+	}
+	return certs, nil
+}
+
 // Authenticate returns the user who sent the request, or an error wrapping
 // ErrUnauthorized. On success the Authorization header is removed from the
-// request, as kube-apiserver does, so that nothing later forwards it.
+// request, as kube-apiserver does, so that nothing later forwards it; the
+// front-proxy identity headers are removed whatever the outcome, so that
+// a client's own cannot reach anything after authentication.
 // The returned user.Info may be shared between requests: do not modify it.
 func (a *Authenticator) Authenticate(ctx *fasthttp.RequestCtx) (user.Info, error) {
 	r := a.requests.Get().(*request)
 	defer a.requests.Put(r)
-	req := r.fill(ctx)
+	req := r.fill(ctx, a.headers)
 	defer r.reset()
 
 	resp, ok, err := a.auth.AuthenticateRequest(req)
+	if a.headers != nil {
+		r.keys = a.headers.strip(&ctx.Request.Header, r.keys)
+	}
 	switch {
 	case err != nil:
 		err = fmt.Errorf("%w: %w", ErrUnauthorized, err)
@@ -198,15 +232,18 @@ type request struct {
 	header http.Header
 	// auth backs the Authorization header value without a slice allocation.
 	auth [1]string
+	// keys is scratch space for the identity headers to strip.
+	keys []string
 }
 
 func newRequest() *request {
 	return &request{header: make(http.Header, 1)}
 }
 
-// fill makes r describe ctx's request and returns it. Strings are copied:
-// an authenticator may keep one in an error it returns.
-func (r *request) fill(ctx *fasthttp.RequestCtx) *http.Request {
+// fill makes r describe ctx's request and returns it, with the identity
+// headers h (if not nil). Strings are copied: an authenticator may keep
+// one in an error it returns.
+func (r *request) fill(ctx *fasthttp.RequestCtx, h *identityHeaders) *http.Request {
 	r.url.Path = string(ctx.Path())
 	r.req.Method = method(ctx.Method())
 	r.req.URL = &r.url
@@ -215,6 +252,9 @@ func (r *request) fill(ctx *fasthttp.RequestCtx) *http.Request {
 	if v := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(v) > 0 {
 		r.auth[0] = string(v)
 		r.header[fasthttp.HeaderAuthorization] = r.auth[:]
+	}
+	if h != nil {
+		h.copy(&ctx.Request.Header, r.header)
 	}
 	r.req.TLS = ctx.TLSConnectionState()
 	return &r.req

@@ -135,7 +135,11 @@ type result struct {
 	Name       string
 	UID        string
 	Groups     []string
+	Extra      map[string][]string
 	AuthHeader bool // Authorization still on the request after success
+	// Identity lists the X-Remote-* headers still on the request after
+	// authentication.
+	Identity []string
 }
 
 // serve starts a fasthttp TLS server on loopback whose handler
@@ -160,8 +164,13 @@ func (f *fixture) serve(t *testing.T, clientAuth tls.ClientAuthType, clientCAs *
 		case err != nil:
 			res.Status = 500
 		default:
-			res = result{Status: 200, Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(),
+			res = result{Status: 200, Name: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra(),
 				AuthHeader: len(ctx.Request.Header.Peek("Authorization")) > 0}
+		}
+		for k := range ctx.Request.Header.All() {
+			if strings.HasPrefix(strings.ToLower(string(k)), "x-remote-") {
+				res.Identity = append(res.Identity, string(k))
+			}
 		}
 		ctx.SetStatusCode(res.Status)
 		_ = json.NewEncoder(ctx).Encode(res)
@@ -182,6 +191,12 @@ func (f *fixture) serve(t *testing.T, clientAuth tls.ClientAuthType, clientCAs *
 // the Authorization header (if not empty).
 func (f *fixture) call(t *testing.T, addr, path string, cert *tls.Certificate, authz string) result {
 	t.Helper()
+	return f.callWith(t, addr, path, cert, authz, nil)
+}
+
+// callWith is call with further request headers.
+func (f *fixture) callWith(t *testing.T, addr, path string, cert *tls.Certificate, authz string, headers http.Header) result {
+	t.Helper()
 	roots := x509.NewCertPool()
 	roots.AddCert(f.servingCA.cert)
 	cfg := &tls.Config{RootCAs: roots}
@@ -193,6 +208,9 @@ func (f *fixture) call(t *testing.T, addr, path string, cert *tls.Certificate, a
 	req, err := http.NewRequest(http.MethodGet, "https://"+addr+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header[k] = v
 	}
 	if authz != "" {
 		req.Header["Authorization"] = []string{authz}

@@ -1,0 +1,145 @@
+package authn
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
+	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
+)
+
+// Defaults of RequestHeaderConfig: the headers kube-apiserver's
+// aggregation layer and most front proxies send.
+var (
+	DefaultUsernameHeaders     = []string{"X-Remote-User"}
+	DefaultGroupHeaders        = []string{"X-Remote-Group"}
+	DefaultExtraHeaderPrefixes = []string{"X-Remote-Extra-"}
+)
+
+// RequestHeaderConfig trusts the identity a front proxy puts in request
+// headers, as kube-apiserver's --requestheader-* flags: the proxy presents
+// a client certificate signed by a CA of ClientCAFile (and, when
+// AllowedNames is not empty, with one of them as its CN); the user is then
+// the first non-empty username header, with the UID, groups and extra
+// the other headers carry.
+type RequestHeaderConfig struct {
+	// ClientCAFile (--requestheader-client-ca-file) turns request-header
+	// authentication on. Read once, in New.
+	ClientCAFile string
+	// AllowedNames (--requestheader-allowed-names) are the proxy
+	// certificate CNs allowed; empty allows any CN signed by the CA.
+	AllowedNames []string
+	// UsernameHeaders (--requestheader-username-headers) default to
+	// X-Remote-User; UIDHeaders (--requestheader-uid-headers) to none.
+	UsernameHeaders []string
+	UIDHeaders      []string
+	// GroupHeaders (--requestheader-group-headers) default to
+	// X-Remote-Group; every value of every one is a group.
+	GroupHeaders []string
+	// ExtraHeaderPrefixes (--requestheader-extra-headers-prefix) default
+	// to X-Remote-Extra-: X-Remote-Extra-Scopes: a is extra "scopes": [a].
+	ExtraHeaderPrefixes []string
+}
+
+// identityHeaders are the headers a front proxy sets: those the
+// authenticator reads and the gateway strips from every request.
+type identityHeaders struct {
+	names    [][]byte // header names
+	prefixes [][]byte // header name prefixes
+}
+
+// newRequestHeader is the front-proxy authenticator and the headers it
+// reads.
+func newRequestHeader(cfg RequestHeaderConfig) (authenticator.Request, *identityHeaders, error) {
+	certs, err := readCAFile(cfg.ClientCAFile, "request-header client CA file")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := x509request.DefaultVerifyOptions()
+	opts.Roots = x509CertPool(certs)
+	lists := []*[]string{&cfg.UsernameHeaders, &cfg.UIDHeaders, &cfg.GroupHeaders, &cfg.ExtraHeaderPrefixes}
+	defaults := [][]string{DefaultUsernameHeaders, nil, DefaultGroupHeaders, DefaultExtraHeaderPrefixes}
+	flags := []string{"username headers", "UID headers", "group headers", "extra header prefixes"}
+	h := &identityHeaders{}
+	for i, l := range lists {
+		if len(*l) == 0 {
+			*l = defaults[i]
+		}
+		trimmed := make([]string, 0, len(*l))
+		for _, name := range *l {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				return nil, nil, fmt.Errorf("%w: request-header %s: empty header name", ErrInvalidConfig, flags[i])
+			}
+			if strings.ContainsAny(name, " \t\r\n:") {
+				return nil, nil, fmt.Errorf("%w: request-header %s: %q is not a header name", ErrInvalidConfig, flags[i], name)
+			}
+			trimmed = append(trimmed, name)
+			if l == &cfg.ExtraHeaderPrefixes {
+				h.prefixes = append(h.prefixes, []byte(name))
+			} else {
+				h.names = append(h.names, []byte(name))
+			}
+		}
+		*l = trimmed
+	}
+	if len(cfg.UsernameHeaders) == 0 {
+		return nil, nil, fmt.Errorf("%w: request-header authentication needs a username header", ErrInvalidConfig)
+	}
+	auth := headerrequest.NewDynamicVerifyOptionsSecure(
+		x509request.StaticVerifierFn(opts),
+		headerrequest.StaticStringSlice(cfg.AllowedNames),
+		headerrequest.StaticStringSlice(cfg.UsernameHeaders),
+		headerrequest.StaticStringSlice(cfg.UIDHeaders),
+		headerrequest.StaticStringSlice(cfg.GroupHeaders),
+		headerrequest.StaticStringSlice(cfg.ExtraHeaderPrefixes),
+	)
+	return auth, h, nil
+}
+
+// match reports whether key is one of the identity headers.
+func (h *identityHeaders) match(key []byte) bool {
+	for _, n := range h.names {
+		if len(key) == len(n) && bytes.EqualFold(key, n) {
+			return true
+		}
+	}
+	for _, p := range h.prefixes {
+		if len(key) >= len(p) && bytes.EqualFold(key[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// copy adds the identity headers of fh to the shell's header h, under
+// their canonical names, every value kept.
+func (h *identityHeaders) copy(fh *fasthttp.RequestHeader, dst http.Header) {
+	for k, v := range fh.All() {
+		if h.match(k) {
+			key := http.CanonicalHeaderKey(string(k))
+			dst[key] = append(dst[key], string(v))
+		}
+	}
+}
+
+// strip deletes the identity headers from fh, so that nothing after
+// authentication (or forwarded by the gateway) sees a client's claim to be
+// someone else. keys is scratch space; strip returns it for reuse.
+func (h *identityHeaders) strip(fh *fasthttp.RequestHeader, keys []string) []string {
+	keys = keys[:0]
+	for k := range fh.All() {
+		if h.match(k) {
+			keys = append(keys, string(k))
+		}
+	}
+	for _, k := range keys {
+		fh.Del(k)
+	}
+	clear(keys)
+	return keys[:0]
+}
