@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/valyala/fasthttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -43,7 +44,12 @@ func (g *Gateway) authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u u
 			a.FieldSelector, a.LabelSelector = string(q.Peek("fieldSelector")), string(q.Peek("labelSelector"))
 		}
 	}
-	if d, reason := g.auth.authorizer.Authorize(a); d != authz.Allow {
+	if d, reason, err := authz.Evaluate(g.auth.authorizer, a); d != authz.Allow {
+		if d == authz.NoOpinion && err != nil {
+			// As kube-apiserver: an authorizer that could not decide
+			// (the webhook down) is a server error, not a denial.
+			return apierrors.NewInternalError(fmt.Errorf("cannot authorize the request: %w", err))
+		}
 		return forbidden(a, reason)
 	}
 	rest.SetUser(rc, u)

@@ -143,19 +143,49 @@ func New(cfg Config, rbac *RBAC) (Authorizer, error) {
 	return u, nil
 }
 
+// Evaluator is an Authorizer that can fail to decide (the webhook, when
+// its service does not answer). Authorize then has no opinion; Evaluate
+// also returns why.
+type Evaluator interface {
+	Authorizer
+	Evaluate(a Attributes) (Decision, string, error)
+}
+
+// Evaluate asks z, with the error of an Evaluator. A request that no
+// authorizer allows and that one failed to decide is kube-apiserver's
+// 500, not 403; access reviews report the error as evaluationError.
+func Evaluate(z Authorizer, a Attributes) (Decision, string, error) {
+	if e, ok := z.(Evaluator); ok {
+		return e.Evaluate(a)
+	}
+	d, reason := z.Authorize(a)
+	return d, reason, nil
+}
+
 // Union asks its authorizers in order; the first Allow or Deny is the
 // decision. Otherwise it has no opinion, with the reasons given joined by
-// newlines (k8s.io/apiserver's union authorizer).
+// newlines and the errors of those that failed (k8s.io/apiserver's union
+// authorizer).
 type Union []Authorizer
 
 // Authorize implements Authorizer.
 func (u Union) Authorize(a Attributes) (Decision, string) {
+	d, reason, _ := u.Evaluate(a)
+	return d, reason
+}
+
+// Evaluate implements Evaluator.
+func (u Union) Evaluate(a Attributes) (Decision, string, error) {
 	var first string
 	var rest []string
+	var errs []error
 	for _, z := range u {
-		d, reason := z.Authorize(a)
+		d, reason, err := Evaluate(z, a)
 		if d != NoOpinion {
-			return d, reason
+			return d, reason, nil
+		}
+		if err != nil {
+			errs = append(errs, err)
 		}
 		switch {
 		case reason == "":
@@ -166,9 +196,9 @@ func (u Union) Authorize(a Attributes) (Decision, string) {
 		}
 	}
 	if len(rest) == 0 {
-		return NoOpinion, first
+		return NoOpinion, first, errors.Join(errs...)
 	}
-	return NoOpinion, first + "\n" + strings.Join(rest, "\n")
+	return NoOpinion, first + "\n" + strings.Join(rest, "\n"), errors.Join(errs...)
 }
 
 // AlwaysAllow allows every request (mode AlwaysAllow).

@@ -132,8 +132,12 @@ func (h *Handler) decide(u user.Info, ra *authorizationv1.ResourceAttributes, nr
 	} else {
 		a.Verb, a.Path = nra.Verb, nra.Path
 	}
-	d, reason := h.cfg.Authorizer.Authorize(a)
-	return authorizationv1.SubjectAccessReviewStatus{Allowed: d == authz.Allow, Denied: d == authz.Deny, Reason: reason}
+	d, reason, err := authz.Evaluate(h.cfg.Authorizer, a)
+	st := authorizationv1.SubjectAccessReviewStatus{Allowed: d == authz.Allow, Denied: d == authz.Deny, Reason: reason}
+	if err != nil {
+		st.EvaluationError = err.Error()
+	}
+	return st
 }
 
 // rawFieldSelector is a review's field selector as a query string would

@@ -137,18 +137,25 @@ func New(base context.Context, cfg Config) (*Authorizer, error) {
 	return &Authorizer{cfg: cfg, base: base, client: c, cache: cache.NewLRUExpireCacheWithClock(cacheSize, cfg.Clock)}, nil
 }
 
-// Authorize implements authz.Authorizer.
+// Authorize implements authz.Authorizer: a failed call has no opinion.
 func (w *Authorizer) Authorize(a authz.Attributes) (authz.Decision, string) {
+	d, reason, _ := w.Evaluate(a)
+	return d, reason
+}
+
+// Evaluate implements authz.Evaluator: a failed call has no opinion and
+// returns why.
+func (w *Authorizer) Evaluate(a authz.Attributes) (authz.Decision, string, error) {
 	spec := Spec(a)
 	key, err := json.Marshal(spec)
 	if err != nil { // cannot happen: strings and slices only
-		w.cfg.Logger.Error("cannot encode a SubjectAccessReview", "err", err)
-		return authz.NoOpinion, ""
+		return authz.NoOpinion, "", fmt.Errorf("cannot encode a SubjectAccessReview: %w", err)
 	}
 	cacheable := controlledBytes(a) < maxCachedAttrBytes
 	if cacheable {
 		if v, ok := w.cache.Get(string(key)); ok {
-			return w.decision(a, v.(authorizationv1.SubjectAccessReviewStatus))
+			d, reason := w.decision(a, v.(authorizationv1.SubjectAccessReviewStatus))
+			return d, reason, nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(w.base, w.cfg.Timeout)
@@ -157,14 +164,15 @@ func (w *Authorizer) Authorize(a authz.Attributes) (authz.Decision, string) {
 	if err != nil {
 		w.cfg.Logger.Warn("authorization webhook failed, no opinion", "user", userName(a), "verb", a.Verb,
 			"resource", a.Resource, "path", a.Path, "err", err)
-		return authz.NoOpinion, ""
+		return authz.NoOpinion, "", fmt.Errorf("authorization webhook failed: %w", err)
 	}
 	if cacheable {
 		if ttl := w.ttl(st.Allowed); ttl > 0 {
 			w.cache.Add(string(key), st, ttl)
 		}
 	}
-	return w.decision(a, st)
+	d, reason := w.decision(a, st)
+	return d, reason, nil
 }
 
 func (w *Authorizer) ttl(allowed bool) time.Duration {
