@@ -15,13 +15,13 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
-	"github.com/kgate/kgate/gateway/internal/admission/feed"
 	"github.com/kgate/kgate/gateway/internal/admission/lifecycle"
 	"github.com/kgate/kgate/gateway/internal/admission/limitranger"
 	"github.com/kgate/kgate/gateway/internal/admission/policy"
 	"github.com/kgate/kgate/gateway/internal/admission/quota"
 	"github.com/kgate/kgate/gateway/internal/admission/webhook"
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/feed"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )

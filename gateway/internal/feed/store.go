@@ -6,40 +6,38 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/kgate/kgate/storage/registry"
 )
 
-// Store holds the objects of one resource, as a feed left them. Readers
-// must not change the objects they get.
+// Store holds the objects of one resource, as a feed left them: the Sink
+// of Config.Resources. Readers must not change the objects they get.
 type Store struct {
-	res      *registry.Resource
-	rangeIDs []string
-
 	mu   sync.RWMutex              // guards objs and gen
 	objs map[string]runtime.Object // by namespace/name
 	gen  uint64                    // bumped on each change
 }
 
-// NewStore returns a store of res holding objs, for tests of plugins.
-func NewStore(res *registry.Resource, objs ...runtime.Object) *Store {
-	s := &Store{res: res, objs: map[string]runtime.Object{}}
-	s.replace(objs)
+// NewStore returns a store holding objs (tests of plugins; the feed's
+// own stores start empty).
+func NewStore(objs ...runtime.Object) *Store {
+	s := &Store{objs: map[string]runtime.Object{}}
+	s.Replace(objs)
 	return s
 }
 
-func key(obj runtime.Object) (string, bool) {
+func key(obj runtime.Object) (string, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return "", false
+		return "", err
 	}
-	return m.GetNamespace() + "/" + m.GetName(), true
+	return m.GetNamespace() + "/" + m.GetName(), nil
 }
 
-func (s *Store) replace(objs []runtime.Object) {
+// Replace holds objs instead of what the store held; objects without
+// metadata are left out.
+func (s *Store) Replace(objs []runtime.Object) {
 	m := make(map[string]runtime.Object, len(objs))
 	for _, o := range objs {
-		if k, ok := key(o); ok {
+		if k, err := key(o); err == nil {
 			m[k] = o
 		}
 	}
@@ -49,30 +47,31 @@ func (s *Store) replace(objs []runtime.Object) {
 	s.mu.Unlock()
 }
 
-func (s *Store) upsert(obj runtime.Object) {
-	k, ok := key(obj)
-	if !ok {
-		return
+// Upsert adds or replaces obj.
+func (s *Store) Upsert(obj runtime.Object) error {
+	k, err := key(obj)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.objs[k] = obj
 	s.gen++
 	s.mu.Unlock()
+	return nil
 }
 
-func (s *Store) delete(obj runtime.Object) {
-	k, ok := key(obj)
-	if !ok {
-		return
+// Delete removes obj.
+func (s *Store) Delete(obj runtime.Object) error {
+	k, err := key(obj)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	delete(s.objs, k)
 	s.gen++
 	s.mu.Unlock()
+	return nil
 }
-
-// Upsert adds or replaces obj (tests; the feed's own changes).
-func (s *Store) Upsert(obj runtime.Object) { s.upsert(obj) }
 
 // Generation changes whenever the store does: callers may cache what
 // they derive from List.

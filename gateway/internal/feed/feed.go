@@ -1,9 +1,10 @@
-// Package feed keeps in memory the objects admission plugins read on each
-// write (LimitRanges, ResourceQuotas, webhook configurations, policies and
-// their bindings), as kube-apiserver's informers do: it lists each
-// resource from the cache nodes, follows it through the watch hub from
-// the list's revision, and lists again when the watch falls out of the
-// window (410). It is rbacfeed's pattern for any resource.
+// Package feed is the gateway's informer: it lists resources from the
+// cache nodes, follows each through the watch hub from the list's
+// revision, and lists again when the watch falls out of the window (410),
+// as kube-apiserver's informers do. What it reads goes into a Sink per
+// resource: a Store, for what admission plugins read on each write
+// (LimitRanges, ResourceQuotas, webhook configurations, policies and
+// their bindings), or a sink of the caller's (rbacfeed's RBAC authorizer).
 package feed
 
 import (
@@ -27,56 +28,77 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// lister reads pages of a range from the cache nodes (route.Router).
-type lister interface {
+// Lister reads pages of a range from the cache nodes (route.Router).
+type Lister interface {
 	List(ctx context.Context, rangeID string, o client.ListOptions) (*client.List, error)
 }
 
-// watcher follows ranges (watchhub.Hub).
-type watcher interface {
+// Watcher follows ranges (watchhub.Hub).
+type Watcher interface {
 	WatchRanges(rangeIDs []string, since int64, filter watchhub.Filter) (watchhub.Stream, error)
 }
 
-// revisions tells etcd's current revision, so the first list is fresh.
-type revisions interface {
+// Revisions tells etcd's current revision, so the first list is fresh.
+type Revisions interface {
 	Current(ctx context.Context) (int64, error)
+}
+
+// Sink takes what a feed reads of one resource: every object after each
+// list (the first and each relist), then each change. The feed calls a
+// sink from one goroutine; a sink shared by several resources is called
+// from several. Errors are logged and the feed goes on.
+type Sink interface {
+	Replace(objs []runtime.Object)
+	Upsert(obj runtime.Object) error
+	Delete(obj runtime.Object) error
 }
 
 // Config configures a Feed.
 type Config struct {
 	Registry  *registry.Registry
 	Ranges    *ranges.Table
-	Cache     lister
-	Hub       watcher
-	Revisions revisions
+	Cache     Lister
+	Hub       Watcher
+	Revisions Revisions
 	Codec     *codec.Codec
 	// Resources are the resources fed, each into its own Store.
 	Resources []schema.GroupVersionResource
-	Logger    *slog.Logger
+	// Sinks are the resources fed into sinks of the caller's.
+	Sinks  map[schema.GroupVersionResource]Sink
+	Logger *slog.Logger
 	// Backoff is the pause after a failed list or watch. Default 1s.
 	Backoff time.Duration
 	// PageSize of the lists. Default 500.
 	PageSize int64
 }
 
-// Feed follows resources into Stores. Start begins, Close ends.
+// Feed follows resources into sinks. Start begins, Close ends.
 type Feed struct {
-	cfg    Config
-	stores map[schema.GroupVersionResource]*Store
+	cfg     Config
+	sources []*source
+	stores  map[schema.GroupVersionResource]*Store
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	unsynced atomic.Int32  // stores not listed yet
-	synced   chan struct{} // closed once every store was listed
+	unsynced atomic.Int32  // sources not listed yet
+	synced   chan struct{} // closed once every source was listed
+	relists  atomic.Int64
+}
+
+// source is one resource followed into its sink.
+type source struct {
+	res      *registry.Resource
+	rangeIDs []string
+	sink     Sink
 }
 
 // New checks cfg and finds the ranges of the resources.
 func New(cfg Config) (*Feed, error) {
 	if cfg.Registry == nil || cfg.Ranges == nil || cfg.Cache == nil || cfg.Hub == nil || cfg.Revisions == nil ||
 		cfg.Codec == nil || cfg.Logger == nil {
-		return nil, errors.New("cannot make admission feed: every dependency is required")
+		return nil, errors.New("cannot make feed: every dependency is required")
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = time.Second
@@ -85,22 +107,33 @@ func New(cfg Config) (*Feed, error) {
 		cfg.PageSize = 500
 	}
 	f := &Feed{cfg: cfg, stores: map[schema.GroupVersionResource]*Store{}, synced: make(chan struct{})}
+	sinks := make(map[schema.GroupVersionResource]Sink, len(cfg.Resources)+len(cfg.Sinks))
 	for _, gvr := range cfg.Resources {
+		s := NewStore()
+		f.stores[gvr], sinks[gvr] = s, s
+	}
+	for gvr, sink := range cfg.Sinks {
+		if _, dup := sinks[gvr]; dup || sink == nil {
+			return nil, fmt.Errorf("cannot make feed: %s needs exactly one sink", gvr)
+		}
+		sinks[gvr] = sink
+	}
+	for gvr, sink := range sinks {
 		res, ok := cfg.Registry.Lookup(gvr)
 		if !ok {
-			return nil, fmt.Errorf("cannot make admission feed: %s is not registered", gvr)
+			return nil, fmt.Errorf("cannot make feed: %s is not registered", gvr)
 		}
 		var ids []string
 		for _, rng := range cfg.Ranges.Intersecting(res.ListPrefix("")) {
 			ids = append(ids, rng.ID)
 		}
 		if len(ids) == 0 {
-			return nil, fmt.Errorf("cannot make admission feed: no range holds %s", gvr.Resource)
+			return nil, fmt.Errorf("cannot make feed: no range holds %s", gvr.Resource)
 		}
-		f.stores[gvr] = &Store{res: res, rangeIDs: ids, objs: map[string]runtime.Object{}}
+		f.sources = append(f.sources, &source{res: res, rangeIDs: ids, sink: sink})
 	}
-	f.unsynced.Store(int32(len(f.stores)))
-	if len(f.stores) == 0 {
+	f.unsynced.Store(int32(len(f.sources)))
+	if len(f.sources) == 0 {
 		close(f.synced)
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
@@ -112,7 +145,7 @@ func (f *Feed) Store(gvr schema.GroupVersionResource) *Store { return f.stores[g
 
 // Start starts following the resources; call it once.
 func (f *Feed) Start() {
-	for _, s := range f.stores {
+	for _, s := range f.sources {
 		f.wg.Go(func() { f.run(s) })
 	}
 }
@@ -124,14 +157,23 @@ func (f *Feed) Close() error {
 	return nil
 }
 
-// Ready is nil once every resource was listed once.
-func (f *Feed) Ready(context.Context) error {
+// Synced reports whether every resource was listed once: from then on
+// every sink holds all of its resource (and follows changes).
+func (f *Feed) Synced() bool {
 	select {
 	case <-f.synced:
-		return nil
+		return true
 	default:
-		return errors.New("admission configuration not synced yet")
+		return false
 	}
+}
+
+// Ready is nil once Synced.
+func (f *Feed) Ready(context.Context) error {
+	if !f.Synced() {
+		return errors.New("feed: resources not synced yet")
+	}
+	return nil
 }
 
 // WaitSynced blocks until every resource was listed once, or ctx ends.
@@ -144,15 +186,19 @@ func (f *Feed) WaitSynced(ctx context.Context) error {
 	}
 }
 
+// Relists counts the lists after the first of each resource (watches
+// that fell behind).
+func (f *Feed) Relists() int64 { return f.relists.Load() }
+
 // run lists s and follows it until the feed closes.
-func (f *Feed) run(s *Store) {
+func (f *Feed) run(s *source) {
 	log := f.cfg.Logger.With("resource", s.res.Resource)
 	first := true
 	for f.ctx.Err() == nil {
 		rev, err := f.list(s)
 		if err != nil {
 			if f.ctx.Err() == nil {
-				log.Warn("cannot list for admission", "err", err)
+				log.Warn("cannot list", "err", err)
 				f.pause()
 			}
 			continue
@@ -162,6 +208,8 @@ func (f *Feed) run(s *Store) {
 			if f.unsynced.Add(-1) == 0 {
 				close(f.synced)
 			}
+		} else {
+			f.relists.Add(1)
 		}
 		for f.ctx.Err() == nil {
 			var err error
@@ -170,10 +218,10 @@ func (f *Feed) run(s *Store) {
 				return
 			}
 			if errors.Is(err, storage.ErrCompacted) {
-				log.Info("admission watch fell behind the window; listing again", "err", err)
+				log.Info("watch fell behind the window; listing again", "err", err)
 				break
 			}
-			log.Warn("admission watch failed; watching again", "from", rev, "err", err)
+			log.Warn("watch failed; watching again", "from", rev, "err", err)
 			f.pause()
 		}
 	}
@@ -187,8 +235,8 @@ func (f *Feed) pause() {
 }
 
 // list reads every object of s at one revision, consistent with etcd,
-// replaces s's objects and returns the revision.
-func (f *Feed) list(s *Store) (int64, error) {
+// replaces them in s's sink and returns the revision.
+func (f *Feed) list(s *source) (int64, error) {
 	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 	defer cancel()
 	cur, err := f.cfg.Revisions.Current(ctx)
@@ -206,12 +254,13 @@ func (f *Feed) list(s *Store) (int64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("cannot list %s: %w", s.res.Resource, err)
 			}
+			// Every further page and range at exactly this revision.
 			rev = page.Revision
 			read = client.Read{ResourceVersion: rev, Match: string(metav1.ResourceVersionMatchExact)}
 			for _, item := range page.Items {
 				obj, err := f.decode(s, item)
 				if err != nil {
-					f.cfg.Logger.Error("cannot decode for admission", "resource", s.res.Resource, "err", err)
+					f.cfg.Logger.Error("cannot decode", "resource", s.res.Resource, "err", err)
 					continue
 				}
 				objs = append(objs, obj)
@@ -222,13 +271,13 @@ func (f *Feed) list(s *Store) (int64, error) {
 			cont = page.Continue
 		}
 	}
-	s.replace(objs)
+	s.sink.Replace(objs)
 	return rev, nil
 }
 
 // follow applies s's changes after since until the watch fails, and
 // returns the revision to watch again from.
-func (f *Feed) follow(s *Store, since int64) (int64, error) {
+func (f *Feed) follow(s *source, since int64) (int64, error) {
 	w, err := f.cfg.Hub.WatchRanges(s.rangeIDs, since, watchhub.Filter{})
 	if err != nil {
 		return since, err
@@ -242,14 +291,11 @@ func (f *Feed) follow(s *Store, since int64) (int64, error) {
 		if d.Type == watchhub.Bookmark || d.Event == nil {
 			continue
 		}
-		obj, err := f.decode(s, d.Event.Object)
-		if err != nil {
-			f.cfg.Logger.Error("cannot decode for admission", "resource", s.res.Resource, "rev", d.Rev, "err", err)
-		} else if d.Type == watchhub.Deleted {
-			s.delete(obj)
-		} else {
-			s.upsert(obj)
+		if err := f.apply(s, d); err != nil {
+			f.cfg.Logger.Error("cannot apply change", "resource", s.res.Resource, "rev", d.Rev, "err", err)
 		}
+		// Resume after a whole revision only: a transaction may change
+		// several objects, and re-applying one is harmless.
 		if d.Event.Last() {
 			since = d.Rev
 		} else {
@@ -258,7 +304,19 @@ func (f *Feed) follow(s *Store, since int64) (int64, error) {
 	}
 }
 
-func (f *Feed) decode(s *Store, data []byte) (runtime.Object, error) {
+// apply decodes d's object and hands it to s's sink.
+func (f *Feed) apply(s *source, d watchhub.Delivery) error {
+	obj, err := f.decode(s, d.Event.Object)
+	if err != nil {
+		return fmt.Errorf("cannot decode: %w", err)
+	}
+	if d.Type == watchhub.Deleted {
+		return s.sink.Delete(obj)
+	}
+	return s.sink.Upsert(obj)
+}
+
+func (f *Feed) decode(s *source, data []byte) (runtime.Object, error) {
 	obj, err := f.cfg.Registry.NewStored(s.res)
 	if err != nil {
 		return nil, err
