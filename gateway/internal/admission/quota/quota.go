@@ -190,8 +190,11 @@ func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 	return nil
 }
 
-// Finish refunds a deletion, and what a stored update uses less (the
-// quota controller's recount does it upstream; kgate has none).
+// Finish refunds a deletion, and what a stored update uses less,
+// status updates included (a pod that completed); the quota
+// controller's recount does it upstream, kgate has none. An object
+// already being deleted uses nothing (see counted), so the requests that
+// finish a graceful or finalized deletion refund nothing more.
 func (p Plugin) Finish(ctx context.Context, a *admission.Attributes, _ runtime.Object, err error) {
 	if err != nil || a.OldObject == nil || a.Namespace == "" {
 		return
@@ -201,7 +204,7 @@ func (p Plugin) Finish(ctx context.Context, a *admission.Attributes, _ runtime.O
 	switch {
 	case a.Operation == admission.Delete && a.Subresource == "":
 		u = usage(gr, a.OldObject)
-	case a.Operation == admission.Update && (a.Subresource == "" || a.Subresource == "resize") && a.Object != nil:
+	case a.Operation == admission.Update && (a.Subresource == "" || a.Subresource == "resize" || a.Subresource == "status") && a.Object != nil:
 		u = delta(usage(gr, a.OldObject), usage(gr, a.Object))
 	}
 	if len(u) == 0 {

@@ -105,6 +105,26 @@ func TestQuota(t *testing.T) {
 	if u, n := e.q.Status.Used["requests.cpu"], e.q.Status.Used["pods"]; u.String() != "600m" || n.String() != "2" {
 		t.Errorf("used after delete = %s cpu, %s pods; want 600m, 2", u.String(), n.String())
 	}
+	// A graceful deletion takes two requests (the first sets
+	// deletionTimestamp, the kubelet's removes the pod) and a finalized one
+	// an update too: each refunds once in all.
+	deleting := pod("300m")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	p.Finish(context.Background(), &admission.Attributes{Resource: pods, Operation: admission.Delete, Namespace: "ns", Name: "p", OldObject: pod("300m")}, deleting, nil)
+	p.Finish(context.Background(), &admission.Attributes{Resource: pods, Operation: admission.Update, Namespace: "ns", Name: "p", OldObject: deleting, Object: deleting.DeepCopy()}, nil, nil)
+	p.Finish(context.Background(), &admission.Attributes{Resource: pods, Operation: admission.Delete, Namespace: "ns", Name: "p", OldObject: deleting}, nil, nil)
+	if u, n := e.q.Status.Used["requests.cpu"], e.q.Status.Used["pods"]; u.String() != "300m" || n.String() != "1" {
+		t.Errorf("used after a graceful delete = %s cpu, %s pods; want 300m, 1", u.String(), n.String())
+	}
+	// A pod that runs to completion stops using quota (status update).
+	done := pod("300m")
+	done.Status.Phase = corev1.PodSucceeded
+	p.Finish(context.Background(), &admission.Attributes{Resource: pods, Subresource: "status", Operation: admission.Update, Namespace: "ns", Name: "p", OldObject: pod("300m"), Object: done}, nil, nil)
+	p.Finish(context.Background(), &admission.Attributes{Resource: pods, Operation: admission.Delete, Namespace: "ns", Name: "p", OldObject: done}, nil, nil)
+	if u, n := e.q.Status.Used["requests.cpu"], e.q.Status.Used["pods"]; u.String() != "0" || n.String() != "0" {
+		t.Errorf("used after a completed pod and its deletion = %s cpu, %s pods; want 0, 0", u.String(), n.String())
+	}
 }
 
 var services = &registry.Resource{Version: "v1", Resource: "services", Kind: "Service", Namespaced: true}

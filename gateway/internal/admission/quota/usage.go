@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,6 +41,9 @@ func parseCount(name corev1.ResourceName) (schema.GroupResource, bool) {
 
 // usage is what obj of gr consumes of every quota resource kgate tracks.
 func usage(gr schema.GroupResource, obj runtime.Object) corev1.ResourceList {
+	if !counted(obj) {
+		return nil
+	}
 	one := resource.MustParse("1")
 	u := corev1.ResourceList{countName(gr): one}
 	if gr.Group == "" && countedCore[gr.Resource] {
@@ -139,4 +143,19 @@ func delta(next, prev corev1.ResourceList) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// counted reports whether obj uses quota. An object stops using it when
+// its deletion starts (deletionTimestamp set), so that a graceful or
+// finalized deletion, which takes several requests, refunds once; a pod
+// also stops when it has run to completion (Succeeded or Failed), as
+// upstream's pod evaluator.
+func counted(obj runtime.Object) bool {
+	if m, err := meta.Accessor(obj); err == nil && m.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	}
+	return true
 }
