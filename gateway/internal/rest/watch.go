@@ -123,6 +123,23 @@ func (h *Handler) watch(r *request) error {
 	return nil
 }
 
+// progressWait bounds how long a bookmark waits for a merged watch's
+// ranges to say how far they are complete.
+const progressWait = 200 * time.Millisecond
+
+// freshLast is the revision a bookmark can carry: a merged watch first
+// asks its quiet ranges how far they are complete (it does not follow
+// them while nothing waits on them), so that a watch with few matching
+// events still resumes from a recent revision.
+func freshLast(ctx context.Context, w watchhub.Stream) int64 {
+	if p, ok := w.(interface{ Progress(context.Context) error }); ok {
+		pctx, cancel := context.WithTimeout(ctx, progressWait)
+		_ = p.Progress(pctx)
+		cancel()
+	}
+	return w.Last()
+}
+
 func copyInfo(r *request) *requestinfo.Info {
 	c := *r.info
 	return &c
@@ -203,7 +220,7 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 				// Shutting down: a last bookmark lets the client resume
 				// elsewhere without a relist.
 				if p.opts.bookmark {
-					_ = h.sendBookmark(s, enc, w.Last(), false)
+					_ = h.sendBookmark(s, enc, freshLast(ctx, w), false)
 				}
 				return
 			case ctx.Err() != nil:
@@ -212,14 +229,14 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 				now := time.Now()
 				if !now.Before(deadline) {
 					if p.opts.bookmark {
-						_ = h.sendBookmark(s, enc, w.Last(), false)
+						_ = h.sendBookmark(s, enc, freshLast(ctx, w), false)
 					}
 					return
 				}
 				// Like kube-apiserver's watch cache, no periodic bookmark
 				// until the range is past where the watch started: not
 				// one at a future resourceVersion etcd has not reached.
-				if last := w.Last(); p.opts.bookmark && last > since {
+				if last := freshLast(ctx, w); p.opts.bookmark && last > since {
 					if err := h.sendBookmark(s, enc, last, false); err != nil {
 						return
 					}

@@ -90,7 +90,9 @@ func (r *Router) each(ctx context.Context, rangeID string, retry func(error) boo
 	for i, addr := range addrs {
 		if i > 0 {
 			if ctx.Err() != nil {
-				break
+				// Not an answer: the replicas not asked might have one
+				// (an earlier replica's "compacted" is not the range's).
+				return fmt.Errorf("range %s: %w", rangeID, ctx.Err())
 			}
 			if r.metrics != nil {
 				r.metrics.retries.Inc()

@@ -7,9 +7,13 @@ import (
 	"time"
 )
 
-// mergeProgressTick is how long a merged range's watcher may go without a
-// delivery before the merge asks how far the range is complete.
-const mergeProgressTick = 100 * time.Millisecond
+// A merge asks a quiet range how far it is complete only when an event
+// of another range waits on it: first after mergeKickFirst, then backing
+// off to mergeKickMax while it still waits. An idle merge costs nothing.
+const (
+	mergeKickFirst = 2 * time.Millisecond
+	mergeKickMax   = 100 * time.Millisecond
+)
 
 // Stream is one client's watch: a Watcher of one range, or a Merged
 // watch of several.
@@ -37,8 +41,10 @@ func (h *Hub) WatchRanges(rangeIDs []string, since int64, filter Filter) (Stream
 			return nil, err
 		}
 		w.reportProgress = true
-		m.subs = append(m.subs, &sub{w: w, safe: through(since)})
-		m.wg.Go(func() { m.pump(ctx, i, w) })
+		s := &sub{w: w, safe: through(since)}
+		s.ctx, s.cancel = context.WithCancelCause(ctx)
+		m.subs = append(m.subs, s)
+		m.wg.Go(func() { m.pump(ctx, i, s) })
 	}
 	return m, nil
 }
@@ -52,13 +58,45 @@ type Merged struct {
 	in     chan input
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	timer  *time.Timer // the next kick of the ranges an event waits on; consumer-owned
 }
 
-// sub is one range of a merge; owned by the consumer goroutine.
+// sub is one range of a merge.
 type sub struct {
-	w     *Watcher
-	queue []Delivery // received, not yet released
-	safe  position   // every event of the range at or before it was received
+	w *Watcher
+
+	// Owned by the consumer goroutine.
+	queue  []Delivery // received, not yet released
+	safe   position   // every event of the range at or before it was received
+	kicked bool       // asked for progress, no input since
+
+	// mu guards ctx and cancel: the context the pump waits in, cancelled
+	// with errKick to make it report how far the range is complete.
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// errKick is the cause of a kick: a watcher stops waiting for its next
+// delivery, but a catch-up read in progress goes on (see catchUp).
+var errKick = errors.New("watchhub: progress asked")
+
+// kick asks the sub's pump to report its progress now.
+func (s *sub) kick() {
+	s.mu.Lock()
+	s.cancel(errKick)
+	s.mu.Unlock()
+	s.kicked = true
+}
+
+// waitContext is the context the pump waits in; after a kick, a new one.
+func (s *sub) waitContext(parent context.Context) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancelCause(parent)
+	}
+	return s.ctx
 }
 
 type input struct {
@@ -68,28 +106,25 @@ type input struct {
 }
 
 // pump moves one watcher's deliveries (events and progress) to the merge.
-func (m *Merged) pump(ctx context.Context, i int, w *Watcher) {
-	var sent int64 = -1
+// Kicked (its wait context cancelled), it reports how far the range is
+// known complete: its feed may have moved over events the filter dropped,
+// and an event of another range waits on it.
+func (m *Merged) pump(ctx context.Context, i int, s *sub) {
+	w := s.w
+	defer func() {
+		s.mu.Lock()
+		s.cancel(context.Canceled)
+		s.mu.Unlock()
+	}()
 	for {
-		nctx, cancel := context.WithTimeout(ctx, mergeProgressTick)
-		d, err := w.Next(nctx)
-		quiet := errors.Is(err, context.DeadlineExceeded) && errors.Is(nctx.Err(), context.DeadlineExceeded)
-		cancel()
+		wctx := s.waitContext(ctx)
+		d, err := w.Next(wctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if quiet {
-			// Nothing for this watcher lately: its feed may have moved
-			// over events the filter dropped. Tell the merge how far the
-			// range is known complete, or its other ranges' events wait.
+		if errors.Is(err, context.Canceled) && wctx.Err() != nil {
 			rv := w.Last()
-			if rv <= sent {
-				continue
-			}
 			d, err = Delivery{Type: Bookmark, Rev: rv, at: through(rv)}, nil
-		}
-		if err == nil {
-			sent = max(sent, d.at.resourceVersion())
 		}
 		select {
 		case m.in <- input{sub: i, d: d, err: err}:
@@ -104,31 +139,119 @@ func (m *Merged) pump(ctx context.Context, i int, w *Watcher) {
 
 // Next returns the next event in revision order across the ranges.
 func (m *Merged) Next(ctx context.Context) (Delivery, error) {
+	backoff := mergeKickFirst
+	var kickAt <-chan time.Time
 	for {
-		if d, ok := m.release(); ok {
+		d, ok, blocked := m.release()
+		if ok {
 			return d, nil
+		}
+		if blocked && kickAt == nil {
+			kickAt = m.after(backoff)
 		}
 		select {
 		case in := <-m.in:
-			if in.err != nil {
-				return Delivery{}, in.err
+			if err := m.receive(in); err != nil {
+				return Delivery{}, err
 			}
-			s := m.subs[in.sub]
-			if in.d.Type != Bookmark {
-				s.queue = append(s.queue, in.d)
-			}
-			if s.safe.less(in.d.at) {
-				s.safe = in.d.at
-			}
+		case <-kickAt:
+			kickAt = nil
+			m.kickBlockers()
+			backoff = min(2*backoff, mergeKickMax)
 		case <-ctx.Done():
 			return Delivery{}, ctx.Err()
 		}
 	}
 }
 
+// receive takes one input from a pump.
+func (m *Merged) receive(in input) error {
+	if in.err != nil {
+		return in.err
+	}
+	s := m.subs[in.sub]
+	s.kicked = false
+	if in.d.Type != Bookmark {
+		s.queue = append(s.queue, in.d)
+	}
+	if s.safe.less(in.d.at) {
+		s.safe = in.d.at
+	}
+	return nil
+}
+
+// after is a channel that fires after d, from the merge's one timer.
+func (m *Merged) after(d time.Duration) <-chan time.Time {
+	if m.timer == nil {
+		m.timer = time.NewTimer(d)
+	} else {
+		m.timer.Reset(d)
+	}
+	return m.timer.C
+}
+
+// kickBlockers asks the ranges the earliest queued event waits on for
+// their progress.
+func (m *Merged) kickBlockers() {
+	cand, ok := m.candidate()
+	if !ok {
+		return
+	}
+	for _, s := range m.subs {
+		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			s.kick()
+		}
+	}
+}
+
+// Progress brings how far each range is known complete up to date, for
+// a bookmark (Last): it asks every range and waits for their answers
+// until ctx ends. Events received meanwhile are queued for Next.
+func (m *Merged) Progress(ctx context.Context) error {
+	for _, s := range m.subs {
+		s.kick()
+	}
+	for {
+		waiting := false
+		for _, s := range m.subs {
+			waiting = waiting || s.kicked
+		}
+		if !waiting {
+			return nil
+		}
+		select {
+		case in := <-m.in:
+			if err := m.receive(in); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // release pops the earliest queued event if no range can still deliver
-// an earlier one.
-func (m *Merged) release() (Delivery, bool) {
+// an earlier one; blocked says an event waits on another range.
+func (m *Merged) release() (d Delivery, ok, blocked bool) {
+	best := m.earliest()
+	if best < 0 {
+		return Delivery{}, false, false
+	}
+	cand := m.subs[best].queue[0]
+	for i, s := range m.subs {
+		if i != best && len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			return Delivery{}, false, true // that range may still have something earlier
+		}
+	}
+	s := m.subs[best]
+	s.queue[0] = Delivery{}
+	s.queue = s.queue[1:]
+	return cand, true, false
+}
+
+// earliest is the index of the sub whose first queued event is the
+// earliest, or -1 when nothing is queued.
+func (m *Merged) earliest() int {
 	best := -1
 	for i, s := range m.subs {
 		if len(s.queue) == 0 {
@@ -138,19 +261,15 @@ func (m *Merged) release() (Delivery, bool) {
 			best = i
 		}
 	}
-	if best < 0 {
-		return Delivery{}, false
+	return best
+}
+
+// candidate is the earliest queued event.
+func (m *Merged) candidate() (Delivery, bool) {
+	if best := m.earliest(); best >= 0 {
+		return m.subs[best].queue[0], true
 	}
-	cand := m.subs[best].queue[0]
-	for i, s := range m.subs {
-		if i != best && len(s.queue) == 0 && s.safe.rev < cand.Rev {
-			return Delivery{}, false // that range may still have something earlier
-		}
-	}
-	s := m.subs[best]
-	s.queue[0] = Delivery{}
-	s.queue = s.queue[1:]
-	return cand, true
+	return Delivery{}, false
 }
 
 // Last is the revision up to which every range's events were released.
@@ -172,6 +291,9 @@ func (m *Merged) Last() int64 {
 func (m *Merged) Close() {
 	m.cancel()
 	m.wg.Wait()
+	if m.timer != nil {
+		m.timer.Stop()
+	}
 	for _, s := range m.subs {
 		s.w.Close()
 	}

@@ -120,4 +120,23 @@ func TestMergedWatchKeepsRevisionOrder(t *testing.T) {
 	if l := s.Last(); l < all[len(all)-1].Revision {
 		t.Errorf("Last = %d after every event up to %d", l, all[len(all)-1].Revision)
 	}
+	// The ranges' progress (head+1, with no event) reaches Last once asked
+	// for: an idle merge does not follow it by itself.
+	m, ok := s.(*Merged)
+	if !ok {
+		t.Fatalf("two ranges watched as %T, want *Merged", s)
+	}
+	for {
+		if err := m.Progress(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m.Last() >= head+1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Last = %d, want the ranges' progress %d", m.Last(), head+1)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -174,12 +174,13 @@ func (w *Watcher) catchUp(ctx context.Context) error {
 	}
 	// The caller's deadline is when it wants to send a bookmark, not a
 	// limit on the read: a catch-up cut off there would end the watch.
-	// Only a cancellation (the client went away) stops it early.
+	// Only a cancellation (the client went away) stops it early, not a
+	// merge asking for progress (errKick).
 	parent := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), w.hub.cfg.RepairTimeout)
 	defer cancel()
 	stop := context.AfterFunc(parent, func() {
-		if errors.Is(parent.Err(), context.Canceled) {
+		if errors.Is(parent.Err(), context.Canceled) && !errors.Is(context.Cause(parent), errKick) {
 			cancel()
 		}
 	})
