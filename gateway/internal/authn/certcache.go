@@ -17,15 +17,18 @@ const (
 	certCacheMax = 4096
 )
 
-// certCache remembers the client certificate chains that the x509
-// authenticator accepted, so that the requests of one connection (or of one
-// client reconnecting) do not each pay a signature verification (~100 µs
-// for ECDSA P-256, the whole cost of the certificate path). An entry lives
-// until the earliest NotAfter of the presented certificates, and at most
-// ttl, so a chain is never accepted after it would have been rejected by
-// more than ttl (the CA itself may expire first). Rejections are not cached.
+// certCache remembers the client certificate chains that an authenticator
+// accepted, so that the requests of one connection (or of one client
+// reconnecting) do not each pay a signature verification (~100 µs for
+// ECDSA P-256, the whole cost of the certificate path). The authenticator's
+// answer must depend on the presented chain alone: the x509 authenticator
+// (the user is the certificate's) and the front-proxy check (the chain is
+// an allowed proxy's; proxyAuth) qualify. An entry lives until the earliest
+// NotAfter of the presented certificates, and at most ttl, so a chain is
+// never accepted after it would have been rejected by more than ttl (the
+// CA itself may expire first). Rejections are not cached.
 type certCache struct {
-	auth authenticator.Request // the x509 authenticator
+	auth authenticator.Request // answers from the chain alone
 	now  func() time.Time
 	ttl  time.Duration
 	max  int

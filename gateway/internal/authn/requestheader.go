@@ -90,15 +90,46 @@ func newRequestHeader(cfg RequestHeaderConfig) (authenticator.Request, *identity
 	if len(cfg.UsernameHeaders) == 0 {
 		return nil, nil, fmt.Errorf("%w: request-header authentication needs a username header", ErrInvalidConfig)
 	}
-	auth := headerrequest.NewDynamicVerifyOptionsSecure(
+	// headerrequest.NewDynamicVerifyOptionsSecure in two halves, so that
+	// the certificate half can be cached: the same x509 verifier, handing
+	// a verified, allowed chain to an authenticator that only says so.
+	verified := &authenticator.Response{}
+	proxy := x509request.NewDynamicCAVerifier(
 		x509request.StaticVerifierFn(opts),
+		authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) { return verified, true, nil }),
 		headerrequest.StaticStringSlice(cfg.AllowedNames),
-		headerrequest.StaticStringSlice(cfg.UsernameHeaders),
-		headerrequest.StaticStringSlice(cfg.UIDHeaders),
-		headerrequest.StaticStringSlice(cfg.GroupHeaders),
-		headerrequest.StaticStringSlice(cfg.ExtraHeaderPrefixes),
 	)
+	auth := &proxyAuth{
+		proxy: newCertCache(proxy),
+		headers: headerrequest.NewDynamic(
+			headerrequest.StaticStringSlice(cfg.UsernameHeaders),
+			headerrequest.StaticStringSlice(cfg.UIDHeaders),
+			headerrequest.StaticStringSlice(cfg.GroupHeaders),
+			headerrequest.StaticStringSlice(cfg.ExtraHeaderPrefixes),
+		),
+	}
 	return auth, h, nil
+}
+
+// proxyAuth is upstream's request-header authenticator with the proxy's
+// certificate check cached: a request is the proxy's when its client
+// certificate chain verifies against the request-header CA for client
+// auth and has an allowed CN, which depends on the chain alone, so
+// certCache remembers it per chain (not the user, which each request's
+// headers carry). Its answers are upstream's: no certificate, no opinion;
+// a rejected certificate, its error; a proxy's request without a username
+// header, no opinion; else the user of the headers.
+type proxyAuth struct {
+	proxy   authenticator.Request // the cached certificate check
+	headers authenticator.Request // reads (and clears) the identity headers
+}
+
+// AuthenticateRequest implements authenticator.Request.
+func (p *proxyAuth) AuthenticateRequest(req *http.Request) (*authenticator.Response, bool, error) {
+	if _, ok, err := p.proxy.AuthenticateRequest(req); !ok || err != nil {
+		return nil, false, err
+	}
+	return p.headers.AuthenticateRequest(req)
 }
 
 // match reports whether key is one of the identity headers.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 )
 
 // TestRequestHeader: front proxies with a certificate from the
@@ -212,4 +213,80 @@ func TestNewRequestHeader(t *testing.T) {
 	f("empty header", RequestHeaderConfig{ClientCAFile: caFile, GroupHeaders: []string{"X-G", " "}}, "group headers: empty header name")
 	f("bad header", RequestHeaderConfig{ClientCAFile: caFile, UsernameHeaders: []string{"X User"}}, `"X User" is not a header name`)
 	f("headers without CA", RequestHeaderConfig{UsernameHeaders: []string{"X-U"}}, "no authentication method")
+}
+
+// TestRequestHeaderCache: the proxy's verified chain is cached, nothing
+// else: each request's user comes from its own headers, and a chain that
+// is not the cached one is verified (and rejected) on its own, whatever
+// its CN.
+func TestRequestHeaderCache(t *testing.T) {
+	proxyCA := newTestCA(t, "front-proxy-ca")
+	rh, _, err := newRequestHeader(RequestHeaderConfig{
+		ClientCAFile: writeFile(t, "ca.crt", pemOf(proxyCA.cert)), AllowedNames: []string{"front-proxy"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := rh.(*proxyAuth).proxy.(*certCache)
+	verify := cache.auth
+	var verified int
+	cache.auth = authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		verified++
+		return verify.AuthenticateRequest(req)
+	})
+
+	proxy := proxyCA.issue(t, "front-proxy", nil, x509.ExtKeyUsageClientAuth, nil).Leaf
+	expired := proxyCA.issue(t, "front-proxy", nil, x509.ExtKeyUsageClientAuth, func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Minute)
+	}).Leaf
+	// Another key, from a CA with the same name but not the CA's key.
+	rogue := newTestCA(t, "front-proxy-ca").issue(t, "front-proxy", nil, x509.ExtKeyUsageClientAuth, nil).Leaf
+	intruder := proxyCA.issue(t, "intruder", nil, x509.ExtKeyUsageClientAuth, nil).Leaf
+
+	type want struct {
+		name   string // "": not authenticated
+		groups []string
+		err    bool
+		verify bool // the chain is verified, not found in the cache
+	}
+	f := func(step string, peers []*x509.Certificate, headers http.Header, w want) {
+		t.Helper()
+		before := verified
+		req := &http.Request{Header: headers.Clone(), TLS: &tls.ConnectionState{PeerCertificates: peers}}
+		resp, ok, err := rh.AuthenticateRequest(req)
+		if (err != nil) != w.err || ok != (w.name != "") {
+			t.Fatalf("%s: ok=%v err=%v; want %+v", step, ok, err, w)
+		}
+		if ok && (resp.User.GetName() != w.name || !slices.Equal(resp.User.GetGroups(), w.groups)) {
+			t.Errorf("%s: user %q %v; want %q %v", step, resp.User.GetName(), resp.User.GetGroups(), w.name, w.groups)
+		}
+		if ok && (req.Header.Get("X-Remote-User") != "" || req.Header.Get("X-Remote-Group") != "") {
+			t.Errorf("%s: identity headers left: %v", step, req.Header)
+		}
+		if v := verified > before; v != w.verify {
+			t.Errorf("%s: chain verified = %v, want %v", step, v, w.verify)
+		}
+	}
+	user := func(name string, groups ...string) http.Header {
+		h := http.Header{"X-Remote-User": {name}}
+		if len(groups) > 0 {
+			h["X-Remote-Group"] = groups
+		}
+		return h
+	}
+	one := []*x509.Certificate{proxy}
+	f("first request", one, user("jane", "dev"), want{name: "jane", groups: []string{"dev"}, verify: true})
+	f("second request: its own user", one, user("bob", "ops"), want{name: "bob", groups: []string{"ops"}})
+	f("third request: no groups", one, user("carl"), want{name: "carl", groups: []string{}})
+	f("no username header", one, http.Header{"X-Remote-Group": {"dev"}}, want{})
+	f("expired, same CN", []*x509.Certificate{expired}, user("jane"), want{err: true, verify: true})
+	f("another key, same CN and issuer name", []*x509.Certificate{rogue}, user("jane"), want{err: true, verify: true})
+	f("the rogue again: rejections not cached", []*x509.Certificate{rogue}, user("jane"), want{err: true, verify: true})
+	f("the proxy's leaf after the rogue's", []*x509.Certificate{rogue, proxy}, user("jane"), want{err: true, verify: true})
+	f("CN not allowed", []*x509.Certificate{intruder}, user("jane"), want{err: true, verify: true})
+	f("no certificate", nil, user("jane"), want{})
+	f("the proxy, still cached", one, user("dana", "a", "b"), want{name: "dana", groups: []string{"a", "b"}})
+	if len(cache.entries) != 1 {
+		t.Errorf("%d cached chains, want the proxy's only", len(cache.entries))
+	}
 }

@@ -2,7 +2,9 @@
 // kube-apiserver's --oidc-* flags do, with k8s.io/apiserver's own JWT
 // authenticator. kgate does not fetch the issuer's discovery document: the
 // issuer's public keys come from a JWKS file (Config.JWKSFile), re-read
-// when it changes so that keys can be rotated without a restart.
+// when it changes so that keys can be rotated without a restart. As in
+// kube-apiserver, answers are cached per token (10 s for a token that
+// authenticated, 1 s otherwise; never past the token's expiry).
 package oidc
 
 import (
@@ -57,7 +59,8 @@ type Config struct {
 	// JWKSFile is the issuer's JSON Web Key Set (the document its
 	// jwks_uri serves). Required. It is re-read at most every
 	// ReloadInterval (default 10s), and at most every second while tokens
-	// signed with an unknown key arrive.
+	// signed with an unknown key arrive. A token verified with a key
+	// since removed works until its cache entry ends (10 s at most).
 	JWKSFile       string
 	ReloadInterval time.Duration
 	// DisallowedIssuers may not be IssuerURL: the service-account issuers,
@@ -70,7 +73,7 @@ type Config struct {
 // Authenticator verifies ID tokens; it is an authenticator.Token that
 // answers (nil, false, nil) for tokens of another issuer.
 type Authenticator struct {
-	token authenticator.Token
+	token *cachedToken
 	keys  *keySet
 }
 
@@ -101,7 +104,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Authenticator{token: token, keys: keys}, nil
+	return &Authenticator{token: newCachedToken(token), keys: keys}, nil
 }
 
 // defaults checks cfg and fills its defaults.
