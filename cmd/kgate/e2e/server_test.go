@@ -29,6 +29,7 @@ const (
 // stopped and started again in place. The log of every run is kept.
 type server struct {
 	dataDir string
+	args    []string // more kgate dev flags
 	addr    string // 127.0.0.1:port, fixed by the first start
 	log     syncBuffer
 	runs    int
@@ -43,9 +44,9 @@ type server struct {
 
 // startServer starts kgate dev on a free loopback port; the test's cleanup
 // kills it if it still runs and dumps its log if the test failed.
-func startServer(t *testing.T, dataDir string) *server {
+func startServer(t *testing.T, dataDir string, args ...string) *server {
 	t.Helper()
-	s := &server{dataDir: dataDir}
+	s := &server{dataDir: dataDir, args: args}
 	t.Cleanup(func() {
 		if s.running() {
 			s.cmd.Process.Kill()
@@ -104,7 +105,7 @@ func (s *server) start() error {
 	s.runs++
 	fmt.Fprintf(&s.log, "==== e2e: kgate dev run %d on %s ====\n", s.runs, s.addr)
 	var stdout syncBuffer
-	cmd := exec.Command(kgateBin, "dev", "--data-dir", s.dataDir, "--listen", s.addr)
+	cmd := exec.Command(kgateBin, append([]string{"dev", "--data-dir", s.dataDir, "--listen", s.addr}, s.args...)...)
 	cmd.Stdout = io.MultiWriter(&stdout, &s.log)
 	cmd.Stderr = &s.log
 	if err := cmd.Start(); err != nil {
