@@ -30,7 +30,7 @@ const (
 type server struct {
 	dataDir string
 	args    []string // more kgate dev flags
-	addr    string // 127.0.0.1:port, fixed by the first start
+	addr    string   // 127.0.0.1:port, fixed by the first start
 	log     syncBuffer
 	runs    int
 
