@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -36,13 +37,13 @@ func TestBudgetEvictsOldestAcrossWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{8, 9, 10, 11, 12}; !equal(revs(got), want) {
+	if want := []int64{8, 9, 10, 11, 12}; !slices.Equal(revs(got), want) {
 		t.Fatalf("busy holds %v, want %v", revs(got), want)
 	}
 	if _, _, err := busy.Since(6, nil, 0); !errors.Is(err, storage.ErrCompacted) {
 		t.Fatalf("busy since 6: %v, want ErrCompacted (revision 7 was evicted)", err)
 	}
-	if got, _, err := quiet.Since(2, nil, 0); err != nil || !equal(revs(got), []int64{5}) {
+	if got, _, err := quiet.Since(2, nil, 0); err != nil || !slices.Equal(revs(got), []int64{5}) {
 		t.Fatalf("quiet since 2: %v %v, want [5]", revs(got), err)
 	}
 	if _, _, err := quiet.Since(1, nil, 0); !errors.Is(err, storage.ErrCompacted) {
@@ -120,16 +121,4 @@ func TestBudgetConcurrent(t *testing.T) {
 	if b.Bytes() > max {
 		t.Fatalf("windows hold %d bytes, over the budget of %d", b.Bytes(), max)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
