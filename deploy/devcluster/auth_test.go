@@ -55,15 +55,10 @@ func authCluster(tb testing.TB) *devcluster.Cluster {
 		if authShared.err = os.WriteFile(tokens, []byte(authTokens), 0o600); authShared.err != nil {
 			return
 		}
-		addr, err := freeAddr()
-		if err != nil {
-			authShared.err = err
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		authShared.c, authShared.err = devcluster.Start(ctx, devcluster.Config{
-			DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+		authShared.c, authShared.err = startDev(ctx, devcluster.Config{
+			DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 			TokenAuthFile: tokens,
 		})
 	})

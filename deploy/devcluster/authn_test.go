@@ -67,7 +67,7 @@ func authnCluster(tb testing.TB) *devcluster.Cluster {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		s.c, s.err = devcluster.Start(ctx, cfg)
+		s.c, s.err = startDev(ctx, cfg)
 	})
 	if s.err != nil {
 		tb.Fatalf("cannot start the authn cluster: %v", s.err)
@@ -110,12 +110,8 @@ func authnConfig(dir string) (devcluster.Config, error) {
 	}
 	s.proxyCert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Raw})
 	s.proxyKey = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	addr, err := freeAddr()
-	if err != nil {
-		return devcluster.Config{}, err
-	}
 	return devcluster.Config{
-		DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+		DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 		OIDC: gateway.OIDCConfig{
 			IssuerURL: oidcIssuer, ClientID: oidcClientID, GroupsClaim: "groups", GroupsPrefix: "oidc:",
 			RequiredClaims: map[string]string{"tenant": "acme"}, JWKSFile: jwksFile,
@@ -388,15 +384,11 @@ func TestOIDCAndRequestHeaderConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	f := func(name string, edit func(*devcluster.Config), want string) {
 		t.Run(name, func(t *testing.T) {
-			addr, err := freeAddr()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := devcluster.Config{DataDir: filepath.Join(dir, name), Listen: addr, UnsafeNoFsync: true, Logger: testLogger()}
+			cfg := devcluster.Config{DataDir: filepath.Join(dir, name), UnsafeNoFsync: true, Logger: testLogger()}
 			edit(&cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := devcluster.Start(ctx, cfg)
+			c, err := startDev(ctx, cfg)
 			if err == nil {
 				c.Close()
 				t.Fatal("started")

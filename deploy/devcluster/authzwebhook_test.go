@@ -107,14 +107,10 @@ func TestAuthorizationWebhook(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tok-walice,webhook-alice,uid-walice,\"webhook-team\"\ntok-rbob,rbac-bob,uid-rbob\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+	c, err := startDev(ctx, devcluster.Config{
+		DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 		TokenAuthFile: tokens, AuthorizationModes: []string{"RBAC", "Webhook"},
 		AuthorizationWebhook: gateway.AuthorizationWebhookConfig{ConfigFile: wh.kubeconfig(t, dir)},
 	})
@@ -301,13 +297,9 @@ func TestAuthorizationWebhookConfig(t *testing.T) {
 			"cannot make gateway: authorization webhook: cannot load"},
 	}
 	for i, c := range cases {
-		addr, err := freeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cl, err := devcluster.Start(ctx, devcluster.Config{
-			DataDir: filepath.Join(dir, strconv.Itoa(i)), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+		cl, err := startDev(ctx, devcluster.Config{
+			DataDir: filepath.Join(dir, strconv.Itoa(i)), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 			AuthorizationModes: c.modes, AuthorizationWebhook: c.wh,
 		})
 		cancel()

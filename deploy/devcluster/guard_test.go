@@ -70,14 +70,10 @@ func TestGuard(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(guardTokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+	c, err := startDev(ctx, devcluster.Config{
+		DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 		TokenAuthFile: tokens,
 		Audit:         gateway.AuditConfig{PolicyFile: policy, LogPath: auditLog},
 		Limits: gateway.LimitsConfig{
@@ -571,16 +567,12 @@ func TestFairQueuing(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte(fairTokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// One queue per user (hand of 1 of 64: fair-a and fair-b hash to
 	// different queues), two requests per queue.
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		DataDir: filepath.Join(dir, "data"), Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+	c, err := startDev(ctx, devcluster.Config{
+		DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 		TokenAuthFile: tokens,
 		Limits: gateway.LimitsConfig{
 			MaxMutatingRequestsInflight: 1,

@@ -87,15 +87,34 @@ func freeAddr() (string, error) {
 
 // startCluster starts a cluster keeping its data in dir.
 func startCluster(dir string) (*devcluster.Cluster, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return devcluster.Start(ctx, devcluster.Config{
-		DataDir: dir, Listen: addr, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+	return startDev(ctx, devcluster.Config{
+		DataDir: dir, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 	})
+}
+
+// startDev starts cfg on a free loopback port (cfg.Listen is ignored).
+// Another test process may take the port between freeAddr and the
+// gateway's listen: then it tries again on another port, with a data
+// directory of its own (the first one's certificates and kubeconfig name
+// the old address).
+func startDev(ctx context.Context, cfg devcluster.Config) (*devcluster.Cluster, error) {
+	dir := cfg.DataDir
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if cfg.Listen, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		if attempt > 1 {
+			cfg.DataDir = fmt.Sprintf("%s-%d", dir, attempt)
+		}
+		var c *devcluster.Cluster
+		if c, err = devcluster.Start(ctx, cfg); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+	}
+	return nil, err
 }
 
 // cluster returns the shared cluster; integration tests skip under -short.
