@@ -31,6 +31,10 @@ import (
 type admissionState struct {
 	feed  *feed.Feed
 	chain adm.Chain
+	// quotas recounts the quotas (Config.QuotaRecountInterval); recounter
+	// runs it, nil when off.
+	quotas    *quota.Recounter
+	recounter *loop
 }
 
 var (
@@ -72,16 +76,33 @@ func (g *Gateway) newAdmission() error {
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
-	g.auth.adm = &admissionState{feed: f, chain: adm.Chain{
+	quotas := quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup}
+	g.auth.adm = &admissionState{feed: f, quotas: quota.NewRecounter(quotas), chain: adm.Chain{
 		lifecycle.Plugin{Namespaces: lookup},
 		limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
 		builtin{g},
 		wh.Mutating(),
 		pol,
 		wh.Validating(),
-		quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup},
+		quotas,
 	}}
 	return nil
+}
+
+// recountQuotas is one round of the quota recount (kube-controller-
+// manager's resourcequota controller resync), once the feed has the
+// quotas.
+func (g *Gateway) recountQuotas(ctx context.Context) {
+	if !g.auth.adm.feed.Synced() {
+		return
+	}
+	n, err := g.auth.adm.quotas.Round(ctx)
+	if err != nil && ctx.Err() == nil {
+		g.cfg.Logger.Warn("cannot recount quotas", "err", err)
+	}
+	if n > 0 {
+		g.cfg.Logger.Info("quotas recounted", "updated", n)
+	}
 }
 
 // admissionChain returns the chain once the feed listed everything.

@@ -18,6 +18,40 @@ import (
 // ClusterRoles' stored rules with the rules they select.
 const aggregationInterval = time.Second
 
+// loop runs a gateway task every interval until stopped: the
+// controllers kgate runs for clusters without kube-controller-manager.
+type loop struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startLoop(interval time.Duration, round func(context.Context)) *loop {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &loop{cancel: cancel}
+	l.wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				round(ctx)
+			}
+		}
+	})
+	return l
+}
+
+// stop ends the loop and waits for its round in progress.
+func (l *loop) stop() {
+	if l == nil {
+		return
+	}
+	l.cancel()
+	l.wg.Wait()
+}
+
 // aggregator writes the rules of aggregated ClusterRoles into their
 // stored objects, as kube-controller-manager's clusterrole-aggregation
 // controller does, for clusters without one (kgate dev). The authorizer
@@ -25,47 +59,22 @@ const aggregationInterval = time.Second
 // admin` show what admin grants. Every gateway may run it: a write is a
 // compare-and-swap on the revision the gateway saw, and gateways that see
 // the same roles compute the same rules.
-type aggregator struct {
-	g      *Gateway
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
+type aggregator struct{ g *Gateway }
 
-func (g *Gateway) startAggregation() *aggregator {
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &aggregator{g: g, cancel: cancel}
-	a.wg.Go(func() { a.run(ctx) })
-	return a
-}
-
-func (a *aggregator) stop() {
-	a.cancel()
-	a.wg.Wait()
-}
-
-func (a *aggregator) run(ctx context.Context) {
-	t := time.NewTicker(aggregationInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if !a.g.auth.feed.Synced() {
-			continue
-		}
-		for _, p := range a.g.auth.rbac.PendingAggregations() {
-			if err := a.write(ctx, p); err != nil && ctx.Err() == nil {
-				a.g.cfg.Logger.Debug("cannot store aggregated rules", "clusterrole", p.Name, "err", err)
-			}
+func (a aggregator) round(ctx context.Context) {
+	if !a.g.auth.feed.Synced() {
+		return
+	}
+	for _, p := range a.g.auth.rbac.PendingAggregations() {
+		if err := a.write(ctx, p); err != nil && ctx.Err() == nil {
+			a.g.cfg.Logger.Debug("cannot store aggregated rules", "clusterrole", p.Name, "err", err)
 		}
 	}
 }
 
 // write stores p's rules unless the role changed since the authorizer
 // saw it (then the next round sees the change).
-func (a *aggregator) write(ctx context.Context, p authz.Aggregation) error {
+func (a aggregator) write(ctx context.Context, p authz.Aggregation) error {
 	rv, err := strconv.ParseInt(p.ResourceVersion, 10, 64)
 	if err != nil {
 		return err

@@ -141,7 +141,7 @@ type authState struct {
 	tokens     *satoken.Tokens // nil without service-account keys
 	review     *review.Handler
 	adm        *admissionState // admission chain and its feed (admission_chain.go)
-	aggregator *aggregator     // nil unless Config.AggregateClusterRoles (aggregation.go)
+	aggregator *loop           // nil unless Config.AggregateClusterRoles (aggregation.go)
 }
 
 // newAuth builds authentication and authorization from the config. It
@@ -276,17 +276,19 @@ func (g *Gateway) startAuth() {
 	if g.auth.feed != nil {
 		g.auth.feed.Start()
 		if g.cfg.AggregateClusterRoles {
-			g.auth.aggregator = g.startAggregation()
+			g.auth.aggregator = startLoop(aggregationInterval, aggregator{g}.round)
 		}
 	}
 	g.auth.adm.feed.Start()
+	if n := g.cfg.QuotaRecountInterval; n > 0 {
+		g.auth.adm.recounter = startLoop(n, g.recountQuotas)
+	}
 }
 
 // stopAuth stops the RBAC feed (shutdown).
 func (g *Gateway) stopAuth() {
-	if g.auth.aggregator != nil {
-		g.auth.aggregator.stop()
-	}
+	g.auth.aggregator.stop()
+	g.auth.adm.recounter.stop()
 	if g.auth.feed != nil {
 		g.auth.feed.Close()
 	}

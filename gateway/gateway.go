@@ -127,6 +127,11 @@ type Config struct {
 	// clusterrole-aggregation controller), for clusters without a
 	// controller manager. Needs the RBAC mode.
 	AggregateClusterRoles bool
+	// QuotaRecountInterval, when positive, recounts every ResourceQuota's
+	// status.used from the objects this often (kube-controller-manager's
+	// resourcequota resync), correcting what admission's bookkeeping
+	// missed. Zero: off.
+	QuotaRecountInterval time.Duration
 	// OIDC accepts ID tokens of an OpenID Connect issuer (--oidc-*).
 	OIDC OIDCConfig
 	// RequestHeader trusts front proxies' identity headers

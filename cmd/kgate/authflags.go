@@ -26,6 +26,7 @@ type authFlags struct {
 	issuers    listFlag
 	audiences  listFlag
 	aggregate  *bool
+	recount    *time.Duration
 
 	oidc          gateway.OIDCConfig
 	oidcClaims    mapFlag
@@ -99,6 +100,11 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	fs.Var(&a.keyFiles, "service-account-key-file", "keys verifying service-account tokens (PEM public or private keys, certificates; repeatable); the signing key is added")
 	fs.Var(&a.issuers, "service-account-issuer", issuer)
 	fs.Var(&a.audiences, "api-audiences", "audiences of the API that service-account tokens must carry one of (comma-separated; default: the issuers)")
+	recount := time.Duration(0)
+	if dev {
+		recount = time.Minute
+	}
+	a.recount = fs.Duration("quota-recount-interval", recount, "recount every ResourceQuota's status.used from the objects this often, as kube-controller-manager's resourcequota controller (0: off; for clusters without one)")
 	if !dev {
 		a.aggregate = fs.Bool("aggregate-cluster-roles", false, "write the rules of aggregated ClusterRoles into them, as kube-controller-manager's clusterrole-aggregation controller (for clusters without one; kgate dev always does)")
 	}
@@ -173,6 +179,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
 	cfg.AggregateClusterRoles = *a.aggregate
+	cfg.QuotaRecountInterval = *a.recount
 	cfg.OIDC, cfg.RequestHeader = a.authn()
 }
 
@@ -183,4 +190,5 @@ func (a *authFlags) dev(cfg *devcluster.Config) {
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
 	cfg.OIDC, cfg.RequestHeader = a.authn()
+	cfg.QuotaRecountInterval = *a.recount
 }

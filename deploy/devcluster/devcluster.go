@@ -99,6 +99,10 @@ type Config struct {
 	OIDC          gateway.OIDCConfig
 	RequestHeader gateway.RequestHeaderConfig
 
+	// QuotaRecountInterval recounts the ResourceQuotas this often (see
+	// gateway.Config); zero keeps them as admission charges them.
+	QuotaRecountInterval time.Duration
+
 	// Audit, Limits and ServingTLS go to every gateway (see
 	// gateway.Config). ServingTLS's files default to the dev serving
 	// pair, reloaded when replaced.
@@ -288,6 +292,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
 				// kgate dev has no controller manager to do it.
 				AggregateClusterRoles: true,
+				QuotaRecountInterval:  cfg.QuotaRecountInterval,
 				OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
 				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},

@@ -103,7 +103,13 @@ func (p Plugin) count(ctx context.Context, ns string, n corev1.ResourceName) (re
 		if err != nil {
 			return total, err
 		}
-		return *resource.NewQuantity(int64(len(objs)), resource.DecimalSI), nil
+		n := 0
+		for _, o := range objs {
+			if counted(o) {
+				n++
+			}
+		}
+		return *resource.NewQuantity(int64(n), resource.DecimalSI), nil
 	}
 	for _, r := range []string{"pods", "services", "persistentvolumeclaims"} {
 		objs, err := p.Objects.Objects(ctx, "", r, ns)
