@@ -13,7 +13,9 @@ import (
 // objects is an Objects of fixed objects by resource.
 type objects map[string][]runtime.Object
 
-func (o objects) Objects(_ context.Context, _, res, _ string) ([]runtime.Object, error) { return o[res], nil }
+func (o objects) Objects(_ context.Context, _, res, _ string) ([]runtime.Object, error) {
+	return o[res], nil
+}
 
 // racingEtcd changes the quota once, between a recount's read and its
 // write, as a charge by another gateway would.
