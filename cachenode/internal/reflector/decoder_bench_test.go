@@ -2,8 +2,10 @@ package reflector
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
+	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/registry"
@@ -91,5 +93,58 @@ func BenchmarkLazyProtobuf(b *testing.B) {
 		if _, err := d.protobufFromJSON(json); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRetained is what the store keeps per object: the heap held by
+// entries of distinct pods (b.N of them) after a GC, per entry, with the
+// served JSON's size for comparison; "protobuf read" once every entry
+// also served protobuf (client-go's default), which keeps both forms.
+func BenchmarkRetained(b *testing.B) {
+	for _, withProto := range []bool{false, true} {
+		name := "json only"
+		if withProto {
+			name = "protobuf read"
+		}
+		b.Run(name, func(b *testing.B) {
+			d, c := benchDecoder(b, false)
+			values := make([][]byte, b.N)
+			for i := range values {
+				p := benchPod()
+				p.Name = fmt.Sprintf("web-%d", i)
+				v, err := c.EncodeJSON(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				values[i] = v
+			}
+			entries := make([]*store.Entry, b.N)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			for i := range entries {
+				e, err := d.entry(fmt.Sprintf("/registry/pods/default/web-%d", i), values[i], int64(i+1))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if withProto {
+					if _, err := e.Protobuf(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				entries[i] = e
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			var jsonBytes int
+			for _, e := range entries {
+				jsonBytes += len(e.JSON)
+			}
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heapB/object")
+			b.ReportMetric(float64(jsonBytes)/float64(b.N), "jsonB/object")
+			runtime.KeepAlive(entries)
+		})
 	}
 }
