@@ -52,11 +52,23 @@ type Config struct {
 	// UnsafeNoFsync skips fsync on writes: fast, and loses data on a
 	// machine crash. For tests.
 	UnsafeNoFsync bool
+	// SnapshotCount is how many writes etcd's raft log keeps in memory
+	// before a snapshot lets it drop them. Default
+	// DefaultSnapshotCount: a single member has no follower to catch up,
+	// and etcd's own default (100,000 entries, half a gigabyte of 5 KB
+	// objects) is the largest share of an all-in-one kgate's memory.
+	SnapshotCount uint64
 	// Logger receives etcd's warnings and errors. Default: discard.
 	Logger *slog.Logger
 }
 
+// DefaultSnapshotCount is Config.SnapshotCount's default.
+const DefaultSnapshotCount = 10_000
+
 func (c *Config) setDefaults() error {
+	if c.SnapshotCount == 0 {
+		c.SnapshotCount = DefaultSnapshotCount
+	}
 	if c.Dir == "" {
 		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
 	}
@@ -148,6 +160,8 @@ func startOnce(cfg Config, closing *atomic.Bool) (e *embed.Etcd, picked bool, er
 	ec.WatchProgressNotifyInterval = cfg.ProgressNotifyInterval
 	ec.EnableGRPCGateway = false
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	ec.SnapshotCount = cfg.SnapshotCount
+	ec.SnapshotCatchUpEntries = min(ec.SnapshotCatchUpEntries, cfg.SnapshotCount)
 	if cfg.CompactionRetention > 0 {
 		ec.AutoCompactionMode = embed.CompactorModePeriodic
 		ec.AutoCompactionRetention = cfg.CompactionRetention.String()

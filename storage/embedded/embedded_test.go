@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ func TestRestartKeepsData(t *testing.T) {
 		srv, err := embedded.Start(ctx, embedded.Config{
 			Dir: dir, ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
 			UnsafeNoFsync: true, Logger: storagetest.Logger(t),
+			SnapshotCount: 50, // the writes below cross several snapshots
 		})
 		if err != nil {
 			t.Fatalf("Start: %v", err)
@@ -63,6 +65,11 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 
 	srv, c := start()
+	for i := range 200 {
+		if _, err := c.Put(ctx, fmt.Sprintf("/many/%03d", i), "x"); err != nil {
+			t.Fatalf("Put: %v", err)
+		}
+	}
 	put, err := c.Put(ctx, "/k", "v")
 	if err != nil {
 		t.Fatalf("Put: %v", err)
@@ -77,6 +84,10 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 	if len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v" || got.Kvs[0].ModRevision != put.Header.Revision {
 		t.Fatalf("after restart got %v, want v at revision %d", got.Kvs, put.Header.Revision)
+	}
+	many, err := c.Get(ctx, "/many/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || many.Count != 200 {
+		t.Fatalf("after restart %d keys under /many/ (%v), want 200", many.Count, err)
 	}
 }
 
