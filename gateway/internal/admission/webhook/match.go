@@ -27,8 +27,10 @@ type hook struct {
 	conditions         []expr.Condition // matchConditions, compiled
 }
 
-// selects says whether h's rules and selectors select a.
-func (p *Plugin) selects(ctx context.Context, h *hook, a *admission.Attributes) (bool, error) {
+// selects says whether h's rules, selectors and matchConditions select
+// a; vars holds the conditions' variables, shared by the hooks matched
+// against the same a.
+func (p *Plugin) selects(ctx context.Context, h *hook, a *admission.Attributes, vars *activation) (bool, error) {
 	matched := false
 	for _, r := range h.rules {
 		if admission.MatchesRule(r, a) {
@@ -45,18 +47,36 @@ func (p *Plugin) selects(ctx context.Context, h *hook, a *admission.Attributes) 
 	if ok, err := admission.NamespaceSelected(ctx, p.cfg.Namespaces, h.namespaceSelector, a); err != nil || !ok {
 		return false, err
 	}
-	return p.conditionsHold(h, a)
+	return p.conditionsHold(h, a, vars)
+}
+
+// activation is the CEL variables of a request's matchConditions, built
+// for the first hook that has conditions and reused by the others: every
+// hook is matched against the same object, and building them encodes
+// object and oldObject.
+type activation struct {
+	vars map[string]any
+	err  error
+	done bool
+}
+
+func (v *activation) of(p *Plugin, a *admission.Attributes) (map[string]any, error) {
+	if !v.done {
+		v.vars, v.err = expr.Activation(p.cfg.Scheme, a, p.cfg.Authorizer)
+		v.done = true
+	}
+	return v.vars, v.err
 }
 
 // conditionsHold evaluates h's matchConditions, once the rules and
 // selectors matched: all must hold. An evaluation error follows h's
 // failure policy: Ignore skips the webhook, Fail rejects the request
 // with 403, as upstream.
-func (p *Plugin) conditionsHold(h *hook, a *admission.Attributes) (bool, error) {
+func (p *Plugin) conditionsHold(h *hook, a *admission.Attributes, v *activation) (bool, error) {
 	if len(h.conditions) == 0 {
 		return true, nil
 	}
-	vars, err := expr.Activation(p.cfg.Scheme, a, p.cfg.Authorizer)
+	vars, err := v.of(p, a)
 	if err == nil {
 		var ok bool
 		if ok, err = expr.Match(h.conditions, vars); err == nil {

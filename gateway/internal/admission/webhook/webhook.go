@@ -156,8 +156,9 @@ func (m mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 	p := m.p
 	hooks := p.mutatingHooks()
 	var selected []*hook
+	var vars activation
 	for _, h := range hooks {
-		ok, err := p.selects(ctx, h, a)
+		ok, err := p.selects(ctx, h, a, &vars)
 		if err != nil {
 			var ce *conditionError
 			if errors.As(err, &ce) {
@@ -229,8 +230,9 @@ func (p *Plugin) mutate(ctx context.Context, h *hook, a *admission.Attributes) (
 func (v validating) Validate(ctx context.Context, a *admission.Attributes) error {
 	p := v.p
 	var selected []*hook
+	var vars activation
 	for _, h := range p.validatingHooks() {
-		ok, err := p.selects(ctx, h, a)
+		ok, err := p.selects(ctx, h, a, &vars)
 		if err != nil {
 			var ce *conditionError
 			if errors.As(err, &ce) {
