@@ -6,6 +6,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/expr"
@@ -97,20 +98,28 @@ type conditionError struct{ err *apierrors.StatusError }
 func (e *conditionError) Error() string { return e.err.Error() }
 func (e *conditionError) Unwrap() error { return e.err }
 
+// conditionsKey names the matchConditions of one webhook of one version
+// of a configuration.
+type conditionsKey struct {
+	uid                   types.UID
+	resourceVersion, name string // the configuration's
+	webhook               string
+}
+
 // compiledConditions compiles the matchConditions of the webhook name
 // of configuration c, once per version of c.
 func (p *Plugin) compiledConditions(c metav1.Object, name string, mcs []admissionregistrationv1.MatchCondition) []expr.Condition {
 	if len(mcs) == 0 {
 		return nil
 	}
-	key := string(c.GetUID()) + "/" + c.GetResourceVersion() + "/" + c.GetName() + "/" + name
+	key := conditionsKey{c.GetUID(), c.GetResourceVersion(), c.GetName(), name}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if conds, ok := p.compiled[key]; ok {
 		return conds
 	}
 	if len(p.compiled) > 1024 {
-		p.compiled = map[string][]expr.Condition{}
+		p.compiled = map[conditionsKey][]expr.Condition{}
 	}
 	conds := expr.CompileConditions(p.env, mcs)
 	for _, cond := range conds {

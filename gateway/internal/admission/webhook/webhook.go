@@ -60,8 +60,8 @@ type Plugin struct {
 	clients clients
 	env     *cel.Env // of matchConditions
 
-	mu       sync.Mutex                  // guards compiled
-	compiled map[string][]expr.Condition // by configuration uid/resourceVersion/name and webhook
+	mu       sync.Mutex // guards compiled
+	compiled map[conditionsKey][]expr.Condition
 }
 
 // New returns the webhook plugin.
@@ -76,7 +76,7 @@ func New(cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make webhook admission: %w", err)
 	}
-	return &Plugin{cfg: cfg, clients: clients{byKey: map[string]*clientEntry{}}, env: e, compiled: map[string][]expr.Condition{}}, nil
+	return &Plugin{cfg: cfg, clients: clients{byKey: map[string]*clientEntry{}}, env: e, compiled: map[conditionsKey][]expr.Condition{}}, nil
 }
 
 // Mutating is MutatingAdmissionWebhook.
