@@ -130,7 +130,7 @@ func (p Plugin) count(ctx context.Context, ns string, n corev1.ResourceName) (re
 // turned NodePort, a PVC's storage raised, a pod resized); nothing
 // else.
 func charged(a *admission.Attributes) corev1.ResourceList {
-	if a.Namespace == "" || !a.Resource.Namespaced || a.Object == nil {
+	if !a.Resource.Namespaced || a.Object == nil {
 		return nil
 	}
 	gr := a.GVR().GroupResource()
@@ -147,11 +147,18 @@ func charged(a *admission.Attributes) corev1.ResourceList {
 // of its namespace, by compare-and-swap; a dry run is checked, not
 // charged.
 func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
+	if a.Namespace == "" {
+		return nil
+	}
+	quotas := p.List.List(a.Namespace)
+	if len(quotas) == 0 {
+		return nil
+	}
 	u := charged(a)
 	if len(u) == 0 {
 		return nil
 	}
-	for _, o := range p.List.List(a.Namespace) {
+	for _, o := range quotas {
 		rq, ok := o.(*corev1.ResourceQuota)
 		if !ok || !limits(rq.Spec.Hard, u) {
 			continue
@@ -205,6 +212,10 @@ func (p Plugin) Finish(ctx context.Context, a *admission.Attributes, _ runtime.O
 	if err != nil || a.OldObject == nil || a.Namespace == "" {
 		return
 	}
+	quotas := p.List.List(a.Namespace)
+	if len(quotas) == 0 {
+		return
+	}
 	var u corev1.ResourceList
 	gr := a.GVR().GroupResource()
 	switch {
@@ -216,7 +227,7 @@ func (p Plugin) Finish(ctx context.Context, a *admission.Attributes, _ runtime.O
 	if len(u) == 0 {
 		return
 	}
-	for _, o := range p.List.List(a.Namespace) {
+	for _, o := range quotas {
 		if rq, ok := o.(*corev1.ResourceQuota); ok && limits(rq.Spec.Hard, u) {
 			p.refund(ctx, rq.Namespace, rq.Name, u)
 		}
