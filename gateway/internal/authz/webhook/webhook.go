@@ -2,7 +2,7 @@
 // request the modes before it leave undecided is posted as an
 // authorization.k8s.io SubjectAccessReview to a remote service named by a
 // kubeconfig file, as k8s.io/apiserver/plugin/pkg/authorizer/webhook does.
-// Answers are cached by the review's spec (allowed for one TTL, denied or
+// Answers are cached by request (allowed for one TTL, denied or
 // no opinion for a shorter one); transient failures are retried within a
 // small budget; a call that still fails, or an answer that cannot be
 // read, is no opinion, logged.
@@ -16,10 +16,12 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -121,7 +123,7 @@ type Authorizer struct {
 	cfg    Config
 	base   context.Context // cancelled at shutdown: ends calls in flight
 	client *client
-	cache  *cache.LRUExpireCache // spec JSON → SubjectAccessReviewStatus; has its own lock
+	cache  *cache.LRUExpireCache // cacheKey → SubjectAccessReviewStatus; has its own lock
 }
 
 // New reads the kubeconfig and returns the authorizer. Calls end when
@@ -146,29 +148,25 @@ func (w *Authorizer) Authorize(a authz.Attributes) (authz.Decision, string) {
 // Evaluate implements authz.Evaluator: a failed call has no opinion and
 // returns why.
 func (w *Authorizer) Evaluate(a authz.Attributes) (authz.Decision, string, error) {
-	spec := Spec(a)
-	key, err := json.Marshal(spec)
-	if err != nil { // cannot happen: strings and slices only
-		return authz.NoOpinion, "", fmt.Errorf("cannot encode a SubjectAccessReview: %w", err)
-	}
-	cacheable := controlledBytes(a) < maxCachedAttrBytes
-	if cacheable {
-		if v, ok := w.cache.Get(string(key)); ok {
+	var key string // "": not cached
+	if controlledBytes(a) < maxCachedAttrBytes {
+		key = cacheKey(a)
+		if v, ok := w.cache.Get(key); ok {
 			d, reason := w.decision(a, v.(authorizationv1.SubjectAccessReviewStatus))
 			return d, reason, nil
 		}
 	}
 	ctx, cancel := context.WithTimeout(w.base, w.cfg.Timeout)
 	defer cancel()
-	st, err := w.client.review(ctx, spec)
+	st, err := w.client.review(ctx, Spec(a))
 	if err != nil {
 		w.cfg.Logger.Warn("authorization webhook failed, no opinion", "user", userName(a), "verb", a.Verb,
 			"resource", a.Resource, "path", a.Path, "err", err)
 		return authz.NoOpinion, "", fmt.Errorf("authorization webhook failed: %w", err)
 	}
-	if cacheable {
+	if key != "" {
 		if ttl := w.ttl(st.Allowed); ttl > 0 {
-			w.cache.Add(string(key), st, ttl)
+			w.cache.Add(key, st, ttl)
 		}
 	}
 	d, reason := w.decision(a, st)
@@ -203,6 +201,52 @@ func (w *Authorizer) decision(a authz.Attributes, st authorizationv1.SubjectAcce
 func controlledBytes(a authz.Attributes) int {
 	return len(a.Namespace) + len(a.Verb) + len(a.APIGroup) + len(a.APIVersion) + len(a.Resource) +
 		len(a.Subresource) + len(a.Name) + len(a.Path)
+}
+
+// cacheKey identifies a's review in the cache without building it (Spec
+// parses the selectors): the user and every attribute, each
+// length-prefixed, so that two requests share a key only when all of them
+// are equal. It may tell apart requests whose reviews are equal
+// (selectors that parse alike, a=b and a==b; resource requests differing
+// only in path), never the reverse.
+func cacheKey(a authz.Attributes) string {
+	var name, uid string
+	var groups []string
+	var extra map[string][]string
+	if u := a.User; u != nil {
+		name, uid, groups, extra = u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra()
+	}
+	var buf [256]byte
+	b := appendString(buf[:0], name)
+	b = appendString(b, uid)
+	b = appendStrings(b, groups)
+	b = binary.AppendUvarint(b, uint64(len(extra)))
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		b = appendString(b, k)
+		b = appendStrings(b, extra[k])
+	}
+	if a.IsResourceRequest {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	for _, s := range [...]string{a.Verb, a.Namespace, a.APIGroup, a.APIVersion, a.Resource, a.Subresource, a.Name,
+		a.Path, a.FieldSelector, a.LabelSelector} {
+		b = appendString(b, s)
+	}
+	return string(b)
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func appendStrings(b []byte, l []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(l)))
+	for _, s := range l {
+		b = appendString(b, s)
+	}
+	return b
 }
 
 func userName(a authz.Attributes) string {

@@ -434,3 +434,53 @@ func TestConfig(t *testing.T) {
 		t.Errorf("defaults: %+v", w.cfg)
 	}
 }
+
+// TestCacheKey checks that requests share a cache key only when they are
+// equal: changing any attribute or part of the user, or moving bytes
+// from one attribute to the next, changes it.
+func TestCacheKey(t *testing.T) {
+	base := listPods
+	base.APIGroup, base.Subresource, base.Name = "apps", "scale", "web"
+	key := cacheKey(base)
+	same := base
+	same.User = &user.DefaultInfo{Name: alice.Name, UID: alice.UID, Groups: alice.Groups,
+		Extra: map[string][]string{"scopes": {"read", "write"}}}
+	if cacheKey(same) != key {
+		t.Error("equal requests have different keys")
+	}
+	f := func(name string, edit func(a *authz.Attributes)) {
+		t.Helper()
+		a := base
+		edit(&a)
+		if cacheKey(a) == key {
+			t.Errorf("%s: same key", name)
+		}
+	}
+	withUser := func(edit func(u *user.DefaultInfo)) func(a *authz.Attributes) {
+		return func(a *authz.Attributes) {
+			u := *alice
+			edit(&u)
+			a.User = &u
+		}
+	}
+	f("name", withUser(func(u *user.DefaultInfo) { u.Name = "bob" }))
+	f("uid", withUser(func(u *user.DefaultInfo) { u.UID = "" }))
+	f("groups", withUser(func(u *user.DefaultInfo) { u.Groups = []string{"team-a"} }))
+	f("group order", withUser(func(u *user.DefaultInfo) { u.Groups = []string{"system:authenticated", "team-a"} }))
+	f("extra values", withUser(func(u *user.DefaultInfo) { u.Extra = map[string][]string{"scopes": {"read"}} }))
+	f("extra keys", withUser(func(u *user.DefaultInfo) { u.Extra = map[string][]string{"scope": {"read", "write"}} }))
+	f("no user", func(a *authz.Attributes) { a.User = nil })
+	f("non-resource", func(a *authz.Attributes) { a.IsResourceRequest = false })
+	f("verb", func(a *authz.Attributes) { a.Verb = "watch" })
+	f("namespace", func(a *authz.Attributes) { a.Namespace = "b" })
+	f("group", func(a *authz.Attributes) { a.APIGroup = "" })
+	f("version", func(a *authz.Attributes) { a.APIVersion = "v2" })
+	f("resource", func(a *authz.Attributes) { a.Resource = "pod" })
+	f("subresource", func(a *authz.Attributes) { a.Subresource = "" })
+	f("name", func(a *authz.Attributes) { a.Name = "api" })
+	f("path", func(a *authz.Attributes) { a.Path = "/" })
+	f("field selector", func(a *authz.Attributes) { a.FieldSelector = "" })
+	f("label selector", func(a *authz.Attributes) { a.LabelSelector = "" })
+	f("bytes moved between attributes", func(a *authz.Attributes) { a.Verb, a.Namespace = "lista", "" })
+	f("bytes moved between groups", withUser(func(u *user.DefaultInfo) { u.Groups = []string{"team-asystem:authenticated"} }))
+}
