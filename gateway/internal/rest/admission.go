@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/storage"
 )
 
 // Admission is what the gateway checks and adds around writes, as
@@ -117,4 +118,20 @@ func (h *Handler) finishUpdate(ctx context.Context, r *request, stored runtime.O
 		h.finish(ctx, r.attempt, stored, err)
 		r.attempt = nil
 	}
+}
+
+// updateStored stores what next makes of r's object, retrying on
+// conflict, and tells admission how it ended; a dry run only applies
+// next to the object as read.
+func (h *Handler) updateStored(ctx context.Context, r *request, dry bool, pre storage.Preconditions, next func(cur runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	if dry {
+		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		return next(cur)
+	}
+	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, next)
+	h.finishUpdate(ctx, r, out, err)
+	return out, err
 }

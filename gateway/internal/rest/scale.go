@@ -157,19 +157,7 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		}
 		return setReplicas(cur, admitted.(*autoscalingv1.Scale).Spec.Replicas)
 	}
-	if dry {
-		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
-		if err != nil {
-			return err
-		}
-		out, err := update(cur)
-		if err != nil {
-			return err
-		}
-		return h.writeScale(r, out)
-	}
-	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, update)
-	h.finishUpdate(ctx, r, out, err)
+	out, err := h.updateStored(ctx, r, dry, pre, update)
 	if err != nil {
 		return err
 	}

@@ -216,21 +216,9 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, fieldErrors("metadata.resourceVersion", m.ResourceVersion, "must be a positive integer"))
 		}
 	}
-	if dry {
-		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
-		if err != nil {
-			return err
-		}
-		next, err := h.prepareUpdate(ctx, r, true, sent, cur)
-		if err != nil {
-			return err
-		}
-		return h.writeObject(r, 200, next)
-	}
-	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, func(cur runtime.Object) (runtime.Object, error) {
-		return h.prepareUpdate(ctx, r, false, sent, cur)
+	out, err := h.updateStored(ctx, r, dry, pre, func(cur runtime.Object) (runtime.Object, error) {
+		return h.prepareUpdate(ctx, r, dry, sent, cur)
 	})
-	h.finishUpdate(ctx, r, out, err)
 	if err != nil {
 		return err
 	}
@@ -260,22 +248,9 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
 	}
-	apply := func(cur runtime.Object) (runtime.Object, error) {
+	out, err := h.updateStored(ctx, r, dry, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
 		return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
-	}
-	if dry {
-		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
-		if err != nil {
-			return err
-		}
-		next, err := apply(cur)
-		if err != nil {
-			return err
-		}
-		return h.writeObject(r, 200, next)
-	}
-	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, apply)
-	h.finishUpdate(ctx, r, out, err)
+	})
 	if err != nil {
 		return err
 	}
