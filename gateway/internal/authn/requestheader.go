@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -61,34 +62,24 @@ func newRequestHeader(cfg RequestHeaderConfig) (authenticator.Request, *identity
 	}
 	opts := x509request.DefaultVerifyOptions()
 	opts.Roots = x509CertPool(certs)
-	lists := []*[]string{&cfg.UsernameHeaders, &cfg.UIDHeaders, &cfg.GroupHeaders, &cfg.ExtraHeaderPrefixes}
-	defaults := [][]string{DefaultUsernameHeaders, nil, DefaultGroupHeaders, DefaultExtraHeaderPrefixes}
-	flags := []string{"username headers", "UID headers", "group headers", "extra header prefixes"}
-	h := &identityHeaders{}
-	for i, l := range lists {
-		if len(*l) == 0 {
-			*l = defaults[i]
-		}
-		trimmed := make([]string, 0, len(*l))
-		for _, name := range *l {
-			name = strings.TrimSpace(name)
-			if name == "" {
-				return nil, nil, fmt.Errorf("%w: request-header %s: empty header name", ErrInvalidConfig, flags[i])
-			}
-			if strings.ContainsAny(name, " \t\r\n:") {
-				return nil, nil, fmt.Errorf("%w: request-header %s: %q is not a header name", ErrInvalidConfig, flags[i], name)
-			}
-			trimmed = append(trimmed, name)
-			if l == &cfg.ExtraHeaderPrefixes {
-				h.prefixes = append(h.prefixes, []byte(name))
-			} else {
-				h.names = append(h.names, []byte(name))
-			}
-		}
-		*l = trimmed
+	if cfg.UsernameHeaders, err = headerNames("username headers", cfg.UsernameHeaders, DefaultUsernameHeaders); err != nil {
+		return nil, nil, err
 	}
-	if len(cfg.UsernameHeaders) == 0 {
-		return nil, nil, fmt.Errorf("%w: request-header authentication needs a username header", ErrInvalidConfig)
+	if cfg.UIDHeaders, err = headerNames("UID headers", cfg.UIDHeaders, nil); err != nil {
+		return nil, nil, err
+	}
+	if cfg.GroupHeaders, err = headerNames("group headers", cfg.GroupHeaders, DefaultGroupHeaders); err != nil {
+		return nil, nil, err
+	}
+	if cfg.ExtraHeaderPrefixes, err = headerNames("extra header prefixes", cfg.ExtraHeaderPrefixes, DefaultExtraHeaderPrefixes); err != nil {
+		return nil, nil, err
+	}
+	h := &identityHeaders{}
+	for _, name := range slices.Concat(cfg.UsernameHeaders, cfg.UIDHeaders, cfg.GroupHeaders) {
+		h.names = append(h.names, []byte(name))
+	}
+	for _, prefix := range cfg.ExtraHeaderPrefixes {
+		h.prefixes = append(h.prefixes, []byte(prefix))
 	}
 	// headerrequest.NewDynamicVerifyOptionsSecure in two halves, so that
 	// the certificate half can be cached: the same x509 verifier, handing
@@ -109,6 +100,26 @@ func newRequestHeader(cfg RequestHeaderConfig) (authenticator.Request, *identity
 		),
 	}
 	return auth, h, nil
+}
+
+// headerNames returns names (def if empty) trimmed, or an error naming
+// the list (what) if one is not a header name.
+func headerNames(what string, names, def []string) ([]string, error) {
+	if len(names) == 0 {
+		return def, nil
+	}
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return nil, fmt.Errorf("%w: request-header %s: empty header name", ErrInvalidConfig, what)
+		}
+		if strings.ContainsAny(name, " \t\r\n:") {
+			return nil, fmt.Errorf("%w: request-header %s: %q is not a header name", ErrInvalidConfig, what, name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // proxyAuth is upstream's request-header authenticator with the proxy's
