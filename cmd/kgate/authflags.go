@@ -29,14 +29,7 @@ type authFlags struct {
 	recount    *time.Duration
 
 	oidc          gateway.OIDCConfig
-	oidcClaims    mapFlag
-	oidcAlgs      listFlag
 	requestHeader gateway.RequestHeaderConfig
-	rhAllowed     listFlag
-	rhUsers       listFlag
-	rhUIDs        listFlag
-	rhGroups      listFlag
-	rhExtra       listFlag
 }
 
 // mapFlag is a key=value flag given several times or as a comma list.
@@ -116,30 +109,18 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	fs.StringVar(&o.UsernamePrefix, "oidc-username-prefix", "", `prefix of OIDC usernames; default the issuer URL and "#" unless the claim is email; "-" for none`)
 	fs.StringVar(&o.GroupsClaim, "oidc-groups-claim", "", "ID token claim with the user's groups (string or array of strings)")
 	fs.StringVar(&o.GroupsPrefix, "oidc-groups-prefix", "", "prefix of OIDC groups")
-	fs.Var(&a.oidcClaims, "oidc-required-claim", "key=value claim every ID token must carry (repeatable)")
-	fs.Var(&a.oidcAlgs, "oidc-signing-algs", "accepted ID token signature algorithms, comma-separated, of "+strings.Join(gateway.OIDCSigningAlgs(), ", ")+" (default RS256)")
+	fs.Var((*mapFlag)(&o.RequiredClaims), "oidc-required-claim", "key=value claim every ID token must carry (repeatable)")
+	fs.Var((*listFlag)(&o.SigningAlgs), "oidc-signing-algs", "accepted ID token signature algorithms, comma-separated, of "+strings.Join(gateway.OIDCSigningAlgs(), ", ")+" (default RS256)")
 	fs.StringVar(&o.JWKSFile, "oidc-jwks-file", "", "the issuer's JSON Web Key Set (what its jwks_uri serves); kgate does not fetch it, and re-reads the file when it changes")
 
-	fs.StringVar(&a.requestHeader.ClientCAFile, "requestheader-client-ca-file", "", "CA bundle verifying front proxies' client certificates; turns request-header authentication on")
-	fs.Var(&a.rhAllowed, "requestheader-allowed-names", "client certificate CNs allowed as front proxies (comma-separated; default: any signed by the request-header CA)")
-	fs.Var(&a.rhUsers, "requestheader-username-headers", "headers naming the user, the first non-empty wins (default X-Remote-User)")
-	fs.Var(&a.rhUIDs, "requestheader-uid-headers", "headers with the user's UID, e.g. X-Remote-Uid (default none)")
-	fs.Var(&a.rhGroups, "requestheader-group-headers", "headers with the user's groups (default X-Remote-Group)")
-	fs.Var(&a.rhExtra, "requestheader-extra-headers-prefix", "header prefixes of the user's extra attributes (default X-Remote-Extra-)")
+	rh := &a.requestHeader
+	fs.StringVar(&rh.ClientCAFile, "requestheader-client-ca-file", "", "CA bundle verifying front proxies' client certificates; turns request-header authentication on")
+	fs.Var((*listFlag)(&rh.AllowedNames), "requestheader-allowed-names", "client certificate CNs allowed as front proxies (comma-separated; default: any signed by the request-header CA)")
+	fs.Var((*listFlag)(&rh.UsernameHeaders), "requestheader-username-headers", "headers naming the user, the first non-empty wins (default X-Remote-User)")
+	fs.Var((*listFlag)(&rh.UIDHeaders), "requestheader-uid-headers", "headers with the user's UID, e.g. X-Remote-Uid (default none)")
+	fs.Var((*listFlag)(&rh.GroupHeaders), "requestheader-group-headers", "headers with the user's groups (default X-Remote-Group)")
+	fs.Var((*listFlag)(&rh.ExtraHeaderPrefixes), "requestheader-extra-headers-prefix", "header prefixes of the user's extra attributes (default X-Remote-Extra-)")
 	return a
-}
-
-// authn completes the OIDC and request-header options from the list
-// flags.
-func (a *authFlags) authn() (gateway.OIDCConfig, gateway.RequestHeaderConfig) {
-	o, rh := a.oidc, a.requestHeader
-	o.RequiredClaims, o.SigningAlgs = a.oidcClaims, a.oidcAlgs
-	rh.AllowedNames, rh.UsernameHeaders, rh.UIDHeaders = a.rhAllowed, a.rhUsers, a.rhUIDs
-	rh.GroupHeaders, rh.ExtraHeaderPrefixes = a.rhGroups, a.rhExtra
-	if o.IssuerURL == "" && o.UsernameClaim == "sub" {
-		o.UsernameClaim = "" // the flag's default alone does not ask for OIDC
-	}
-	return o, rh
 }
 
 func (a *authFlags) modeList() []string {
@@ -152,12 +133,7 @@ func (a *authFlags) modeList() []string {
 // chosen and the file not given (the gateway rejects a file without the
 // mode). A TTL of 0 turns caching off, as in kube-apiserver.
 func (a *authFlags) webhookConfig() gateway.AuthorizationWebhookConfig {
-	modes := a.modeList()
-	webhook := false
-	for _, m := range modes {
-		webhook = webhook || m == "Webhook"
-	}
-	if !webhook && *a.webhook.configFile == "" {
+	if !slices.Contains(a.modeList(), "Webhook") && *a.webhook.configFile == "" {
 		return gateway.AuthorizationWebhookConfig{}
 	}
 	ttl := func(d time.Duration) time.Duration {
@@ -180,7 +156,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
 	cfg.AggregateClusterRoles = *a.aggregate
 	cfg.QuotaRecountInterval = *a.recount
-	cfg.OIDC, cfg.RequestHeader = a.authn()
+	cfg.OIDC, cfg.RequestHeader = a.oidc, a.requestHeader
 }
 
 // dev sets kgate dev's options.
@@ -189,6 +165,6 @@ func (a *authFlags) dev(cfg *devcluster.Config) {
 	cfg.AuthorizationWebhook = a.webhookConfig()
 	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
-	cfg.OIDC, cfg.RequestHeader = a.authn()
+	cfg.OIDC, cfg.RequestHeader = a.oidc, a.requestHeader
 	cfg.QuotaRecountInterval = *a.recount
 }
