@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -69,20 +70,22 @@ func TestCachedToken(t *testing.T) {
 	check("bob, not expired", resp, err, "bob", "ops")
 }
 
-// TestCachedTokenExpires: the same with the real clock, by waiting for a
-// token to expire.
+// TestCachedTokenExpires: the same with the default clock, by waiting
+// (in a synctest bubble) for a token to expire.
 func TestCachedTokenExpires(t *testing.T) {
-	k := testKeys()
-	a := newAuth(t, Config{IssuerURL: issuer, ClientID: "kgate", JWKSFile: writeJWKS(t, "", k.rsa)})
-	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
-	token := sign(t, k.rsa, jose.RS256, kid(0), claims("exp", exp.Unix()))
-	if _, ok, err := a.AuthenticateToken(context.Background(), token); !ok || err != nil {
-		t.Fatalf("fresh token: %v %v", ok, err)
-	}
-	time.Sleep(time.Until(exp) + 50*time.Millisecond)
-	if _, ok, err := a.AuthenticateToken(context.Background(), token); ok || err == nil {
-		t.Fatalf("expired token: %v %v", ok, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		k := testKeys()
+		a := newAuth(t, Config{IssuerURL: issuer, ClientID: "kgate", JWKSFile: writeJWKS(t, "", k.rsa)})
+		exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		token := sign(t, k.rsa, jose.RS256, kid(0), claims("exp", exp.Unix()))
+		if _, ok, err := a.AuthenticateToken(context.Background(), token); !ok || err != nil {
+			t.Fatalf("fresh token: %v %v", ok, err)
+		}
+		time.Sleep(time.Until(exp) + 50*time.Millisecond)
+		if _, ok, err := a.AuthenticateToken(context.Background(), token); ok || err == nil {
+			t.Fatalf("expired token: %v %v", ok, err)
+		}
+	})
 }
 
 func TestExpiry(t *testing.T) {
