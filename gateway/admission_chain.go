@@ -120,10 +120,12 @@ type celAuthorizer struct{ a authz.Authorizer }
 
 // Authorize implements authorizer.UnconditionalAuthorizer.
 func (c celAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (authorizer.Decision, string, error) {
-	d, reason := c.a.Authorize(authz.Attributes{
+	// Evaluate, not Authorize: an authorizer that could not decide (the
+	// webhook down) is CEL's errored(), as in kube-apiserver.
+	d, reason, err := authz.Evaluate(c.a, authz.Attributes{
 		User: at.GetUser(), Verb: at.GetVerb(), Namespace: at.GetNamespace(), APIGroup: at.GetAPIGroup(),
-		Resource: at.GetResource(), Subresource: at.GetSubresource(), Name: at.GetName(), Path: at.GetPath(),
-		IsResourceRequest: at.IsResourceRequest(),
+		APIVersion: at.GetAPIVersion(), Resource: at.GetResource(), Subresource: at.GetSubresource(),
+		Name: at.GetName(), Path: at.GetPath(), IsResourceRequest: at.IsResourceRequest(),
 	})
 	switch d {
 	case authz.Allow:
@@ -131,7 +133,7 @@ func (c celAuthorizer) Authorize(_ context.Context, at authorizer.Attributes) (a
 	case authz.Deny:
 		return authorizer.DecisionDeny, reason, nil
 	}
-	return authorizer.DecisionNoOpinion, reason, nil
+	return authorizer.DecisionNoOpinion, reason, err
 }
 
 // liveLookup reads what admission must see fresh straight from etcd:
