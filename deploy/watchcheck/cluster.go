@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,9 +18,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -30,14 +26,8 @@ import (
 	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/cachenode/ranges"
-	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
-	"github.com/kgate/kgate/storage/embedded"
-	"github.com/kgate/kgate/storage/ipalloc"
-	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // Config configures a Cluster.
@@ -74,22 +64,14 @@ type NodeStart struct {
 // that the NATS server and the cache node can be stopped and started again
 // on the same addresses, and the node's NATS messages can be dropped.
 type Cluster struct {
-	// Truth reads etcd (Etcd, Codec, and Resource: the registry's
-	// configmaps resource).
-	Truth
-	cfg      Config
-	log      *slog.Logger
-	etcdSrv  *embedded.Server
-	Registry *registry.Registry
-	Ranges   *ranges.Table
+	// stack holds Truth, Registry, Ranges and Bundle.
+	stack
+	cfg Config
 	// RangeID is the range of ConfigMaps.
 	RangeID string
-	Bundle  *pki.Bundle
 	// Metrics is the gateway's registry (watch hub metrics included).
 	Metrics *prometheus.Registry
 
-	natsMu   sync.Mutex // guards nats
-	nats     *natsembed.Server
 	natsPort int
 	nodeConn *nats.Conn
 	gwConn   *nats.Conn
@@ -105,7 +87,6 @@ type Cluster struct {
 
 	probe  *client.Client // ours, to find window bounds
 	proxy  *http.Server   // ReadDelay's, between the gateway and the node
-	oracle *revision.Oracle
 	gw     *gateway.Gateway
 	gwStop context.CancelFunc
 	gwDone chan error
@@ -113,40 +94,16 @@ type Cluster struct {
 
 // Start starts every component and returns once the gateway serves.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	if cfg.Dir == "" || cfg.Logger == nil {
-		return nil, errors.New("cannot start cluster: Dir and Logger are required")
-	}
-	if cfg.BookmarkInterval == 0 {
-		cfg.BookmarkInterval = 300 * time.Millisecond
-	}
-	if cfg.ProgressInterval == 0 {
-		cfg.ProgressInterval = 200 * time.Millisecond
-	}
-	if cfg.Window.MaxAge == 0 {
-		cfg.Window.MaxAge = time.Hour
-	}
-	c := &Cluster{cfg: cfg, log: cfg.Logger, Metrics: prometheus.NewRegistry()}
-	if err := c.start(ctx); err != nil {
-		if cerr := c.Close(); cerr != nil {
-			c.log.Warn("cannot stop after a failed start", "err", cerr)
-		}
+	if err := defaults(cfg.Dir, cfg.Logger, &cfg.BookmarkInterval, &cfg.ProgressInterval, &cfg.Window); err != nil {
 		return nil, err
 	}
-	return c, nil
+	c := &Cluster{stack: stack{log: cfg.Logger}, cfg: cfg, Metrics: prometheus.NewRegistry()}
+	return startOrClose(ctx, c.log, c, c.start)
 }
 
 func (c *Cluster) start(ctx context.Context) (err error) {
 	log := c.log
-	if c.etcdSrv, err = embedded.Start(ctx, embedded.Config{
-		Dir: filepath.Join(c.cfg.Dir, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
-		ProgressNotifyInterval: 100 * time.Millisecond, UnsafeNoFsync: true, Logger: log.With("component", "etcd"),
-	}); err != nil {
-		return err
-	}
-	if c.Etcd, err = clientv3.New(clientv3.Config{Endpoints: c.etcdSrv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
-		return fmt.Errorf("cannot connect to etcd: %w", err)
-	}
-	if c.nats, err = natsembed.Start(natsembed.Config{Logger: log.With("component", "nats")}); err != nil {
+	if err := c.startStores(ctx, c.cfg.Dir); err != nil {
 		return err
 	}
 	u, err := url.Parse(c.nats.ClientURL())
@@ -166,19 +123,10 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 
-	if c.Registry, err = registry.NewBuiltin(); err != nil {
+	if err := c.loadRegistry(ranges.Default); err != nil {
 		return err
 	}
-	c.Codec = codec.New(c.Registry.Scheme())
-	if c.Ranges, err = ranges.Default(c.Registry); err != nil {
-		return err
-	}
-	res, ok := c.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
-	if !ok {
-		return errors.New("cannot find configmaps in the registry")
-	}
-	c.Resource = res
-	rng, ok := c.Ranges.Lookup(res.Key("default", "x"))
+	rng, ok := c.Ranges.Lookup(c.Resource.Key("default", "x"))
 	if !ok {
 		return errors.New("cannot find the range of configmaps")
 	}
@@ -200,18 +148,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if c.Bundle, err = pki.Ensure(pki.Config{Dir: c.cfg.Dir, ServerURL: "https://" + addr}); err != nil {
-		return err
-	}
-	tlsCfg, err := c.Bundle.ServingTLS()
-	if err != nil {
-		return err
-	}
-	store, err := storage.New(storage.Config{Client: c.Etcd, Registry: c.Registry, Codec: c.Codec, Logger: log.With("component", "storage")})
-	if err != nil {
-		return err
-	}
-	if c.oracle, err = revision.New(revision.Config{KV: c.Etcd, Logger: log.With("component", "revision")}); err != nil {
+	if err := c.prepareGateways(c.cfg.Dir, addr); err != nil {
 		return err
 	}
 	readAddr := c.nodeAddr
@@ -220,23 +157,16 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	ips, err := ipalloc.New(ipalloc.Config{Client: c.Etcd, Logger: log.With("component", "ipalloc")})
-	if err != nil {
-		return err
-	}
 	if c.gw, err = gateway.New(gateway.Config{
-		Listen: addr, TLS: tlsCfg,
-		Registry: c.Registry, Codec: c.Codec, Ranges: c.Ranges, Store: store, Revisions: c.oracle, CacheNodes: []string{readAddr}, NATS: c.gwConn, ServiceIPs: ips,
+		Listen: addr, TLS: c.tls,
+		Registry: c.Registry, Codec: c.Codec, Ranges: c.Ranges, Store: c.store, Revisions: c.oracle, CacheNodes: []string{readAddr}, NATS: c.gwConn, ServiceIPs: c.ips,
 		ClientCAFile: c.Bundle.CAFile, Build: "watchcheck",
 		BookmarkInterval: c.cfg.BookmarkInterval,
 		Logger:           log.With("component", "gateway"), Metrics: c.Metrics, Gatherer: c.Metrics,
 	}); err != nil {
 		return err
 	}
-	gwCtx, stop := context.WithCancel(context.Background())
-	c.gwStop = stop
-	c.gwDone = make(chan error, 1)
-	go func() { c.gwDone <- c.gw.Run(gwCtx) }()
+	c.gwStop, c.gwDone = goRun(c.gw.Run)
 	select {
 	case <-c.gw.Ready():
 	case err := <-c.gwDone:
@@ -292,16 +222,7 @@ func (c *Cluster) publishFilter(ev *event.Event) bool {
 }
 
 // StopNATS stops the NATS server; clients keep trying to reconnect.
-func (c *Cluster) StopNATS() error {
-	c.natsMu.Lock()
-	defer c.natsMu.Unlock()
-	if c.nats == nil {
-		return nil
-	}
-	err := c.nats.Close()
-	c.nats = nil
-	return err
-}
+func (c *Cluster) StopNATS() error { return c.stopNATS() }
 
 // StartNATS starts the NATS server again on its port.
 func (c *Cluster) StartNATS() error {
@@ -360,21 +281,14 @@ func (c *Cluster) StartNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.Run(runCtx) }()
+	cancel, done := goRun(node.Run)
 	c.node, c.nodeCancel, c.nodeDone = node, cancel, done
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for !node.Ready() {
-		select {
-		case err := <-done:
-			c.node = nil
-			return fmt.Errorf("cache node stopped before ready: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	stopped, err := waitReady(ctx, "cache node", node.Ready, done)
+	if stopped {
+		c.node = nil
+	}
+	if err != nil {
+		return err
 	}
 	if len(c.starts) == 0 {
 		c.starts = append(c.starts, NodeStart{})
@@ -467,24 +381,10 @@ func (c *Cluster) Close() error {
 	if c.probe != nil {
 		c.probe.Close()
 	}
-	if c.oracle != nil {
-		c.oracle.Close()
-	}
 	for _, nc := range []*nats.Conn{c.gwConn, c.nodeConn} {
 		if nc != nil {
 			nc.Close()
 		}
 	}
-	if err := c.StopNATS(); err != nil {
-		errs = append(errs, err)
-	}
-	if c.Etcd != nil {
-		c.Etcd.Close()
-	}
-	if c.etcdSrv != nil {
-		if err := c.etcdSrv.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return c.stack.close(errs)
 }

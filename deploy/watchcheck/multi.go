@@ -2,11 +2,9 @@ package watchcheck
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,24 +13,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/cluster"
-	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/cachenode/ranges"
-	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
-	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
-	"github.com/kgate/kgate/storage/embedded"
-	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // MultiConfig configures a Multi.
@@ -58,45 +46,36 @@ type MultiConfig struct {
 // can be killed, stopped and started again on its own; a gateway comes
 // back on the same address.
 type Multi struct {
-	// Truth reads etcd.
-	Truth
-	cfg      MultiConfig
-	log      *slog.Logger
-	etcdSrv  *embedded.Server
-	nats     *natsembed.Server
-	Registry *registry.Registry
-	Ranges   *ranges.Table
-	Bundle   *pki.Bundle
+	// stack holds Truth, Registry, Ranges and Bundle.
+	stack
+	cfg MultiConfig
 	// ConfigMapRanges are the ids of the ranges of ConfigMaps, in key
 	// order.
 	ConfigMapRanges []string
-
-	store  *storage.Store
-	oracle *revision.Oracle
-	ips    *ipalloc.Allocator
-	tls    *tls.Config
 
 	mu    sync.Mutex // guards nodes and gws (the slots, not what they run)
 	nodes []*nodeSlot
 	gws   []*gatewaySlot
 }
 
-// nodeSlot is one cache node name, running or not.
-type nodeSlot struct {
-	name   string
-	role   *role.CacheNode // nil while stopped
+// slot is one cache node or gateway name, running its role R or not.
+type slot[R any] struct {
+	name string
+	role *R // nil while stopped
+	// conn, cancel and done are the last start's: its NATS connection,
+	// and how to stop its Run and wait for it (goRun).
 	conn   *nats.Conn
 	cancel context.CancelFunc
 	done   chan error
 }
 
+// nodeSlot is one cache node name, running or not.
+type nodeSlot = slot[role.CacheNode]
+
 // gatewaySlot is one gateway name and address, running or not.
 type gatewaySlot struct {
-	name, addr string
-	role       *role.Gateway // nil while stopped
-	conn       *nats.Conn
-	cancel     context.CancelFunc
-	done       chan error
+	slot[role.Gateway]
+	addr string
 	// metrics of every start, the current one last.
 	metrics []*prometheus.Registry
 }
@@ -104,8 +83,8 @@ type gatewaySlot struct {
 // StartMulti starts etcd, NATS, the cache nodes and then the gateways, and
 // returns once every gateway serves every range and placement is settled.
 func StartMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
-	if cfg.Dir == "" || cfg.Logger == nil {
-		return nil, errors.New("cannot start cluster: Dir and Logger are required")
+	if err := defaults(cfg.Dir, cfg.Logger, &cfg.BookmarkInterval, &cfg.ProgressInterval, &cfg.Window); err != nil {
+		return nil, err
 	}
 	if cfg.CacheNodes <= 0 {
 		cfg.CacheNodes = 3
@@ -116,52 +95,20 @@ func StartMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 2
 	}
-	if cfg.BookmarkInterval == 0 {
-		cfg.BookmarkInterval = 300 * time.Millisecond
-	}
-	if cfg.ProgressInterval == 0 {
-		cfg.ProgressInterval = 200 * time.Millisecond
-	}
-	if cfg.Window.MaxAge == 0 {
-		cfg.Window.MaxAge = time.Hour
-	}
-	m := &Multi{cfg: cfg, log: cfg.Logger}
-	if err := m.start(ctx); err != nil {
-		if cerr := m.Close(); cerr != nil {
-			m.log.Warn("cannot stop after a failed start", "err", cerr)
-		}
-		return nil, err
-	}
-	return m, nil
+	m := &Multi{stack: stack{log: cfg.Logger}, cfg: cfg}
+	return startOrClose(ctx, m.log, m, m.start)
 }
 
-func (m *Multi) start(ctx context.Context) (err error) {
-	log := m.log
-	if m.etcdSrv, err = embedded.Start(ctx, embedded.Config{
-		Dir: filepath.Join(m.cfg.Dir, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
-		ProgressNotifyInterval: 100 * time.Millisecond, UnsafeNoFsync: true, Logger: log.With("component", "etcd"),
+func (m *Multi) start(ctx context.Context) error {
+	if err := m.startStores(ctx, m.cfg.Dir); err != nil {
+		return err
+	}
+	if err := m.loadRegistry(func(reg *registry.Registry) (*ranges.Table, error) {
+		return ranges.WithSplits(reg, m.cfg.Splits)
 	}); err != nil {
 		return err
 	}
-	if m.Etcd, err = clientv3.New(clientv3.Config{Endpoints: m.etcdSrv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
-		return fmt.Errorf("cannot connect to etcd: %w", err)
-	}
-	if m.nats, err = natsembed.Start(natsembed.Config{Logger: log.With("component", "nats")}); err != nil {
-		return err
-	}
-	if m.Registry, err = registry.NewBuiltin(); err != nil {
-		return err
-	}
-	m.Codec = codec.New(m.Registry.Scheme())
-	if m.Ranges, err = ranges.WithSplits(m.Registry, m.cfg.Splits); err != nil {
-		return err
-	}
-	res, ok := m.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
-	if !ok {
-		return errors.New("cannot find configmaps in the registry")
-	}
-	m.Resource = res
-	for _, r := range m.Ranges.Intersecting(res.ListPrefix("")) {
+	for _, r := range m.Ranges.Intersecting(m.Resource.ListPrefix("")) {
 		m.ConfigMapRanges = append(m.ConfigMapRanges, r.ID)
 	}
 	for i := range m.cfg.CacheNodes {
@@ -175,21 +122,9 @@ func (m *Multi) start(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		m.gws = append(m.gws, &gatewaySlot{name: fmt.Sprintf("gateway-%d", i), addr: addr})
+		m.gws = append(m.gws, &gatewaySlot{slot: slot[role.Gateway]{name: fmt.Sprintf("gateway-%d", i)}, addr: addr})
 	}
-	if m.Bundle, err = pki.Ensure(pki.Config{Dir: m.cfg.Dir, ServerURL: "https://" + m.gws[0].addr}); err != nil {
-		return err
-	}
-	if m.tls, err = m.Bundle.ServingTLS(); err != nil {
-		return err
-	}
-	if m.store, err = storage.New(storage.Config{Client: m.Etcd, Registry: m.Registry, Codec: m.Codec, Logger: log.With("component", "storage")}); err != nil {
-		return err
-	}
-	if m.oracle, err = revision.New(revision.Config{KV: m.Etcd, Logger: log.With("component", "revision")}); err != nil {
-		return err
-	}
-	if m.ips, err = ipalloc.New(ipalloc.Config{Client: m.Etcd, Logger: log.With("component", "ipalloc")}); err != nil {
+	if err := m.prepareGateways(m.cfg.Dir, m.gws[0].addr); err != nil {
 		return err
 	}
 	for i := range m.gws {
@@ -216,12 +151,59 @@ func (m *Multi) seeds() []string {
 	return out
 }
 
-func (m *Multi) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(m.nats.ClientURL(), nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
+// begin checks, under mu, that s is stopped, and returns the gossip
+// seeds of the running members and a NATS connection named after s;
+// what names s's kind in the error when it runs.
+func (s *slot[R]) begin(m *Multi, what string) ([]string, *nats.Conn, error) {
+	m.mu.Lock()
+	if s.role != nil {
+		m.mu.Unlock()
+		return nil, nil, fmt.Errorf("%s %s is running", what, s.name)
 	}
-	return nc, nil
+	seeds := m.seeds()
+	m.mu.Unlock()
+	nc, err := nats.Connect(m.nats.ClientURL(), nats.Name("kgate-"+s.name), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot connect to NATS: %w", err)
+	}
+	return seeds, nc, nil
+}
+
+// run calls run (r's Run) in a goroutine and, under mu, makes r, with
+// its NATS connection nc, what s runs. It returns where Run's error
+// arrives.
+func (s *slot[R]) run(mu *sync.Mutex, r *R, nc *nats.Conn, run func(context.Context) error) chan error {
+	cancel, done := goRun(run)
+	mu.Lock()
+	defer mu.Unlock()
+	s.role, s.conn, s.cancel, s.done = r, nc, cancel, done
+	return done
+}
+
+// take marks s stopped, under mu, and returns what it was: a nil role
+// when it was not running.
+func (s *slot[R]) take(mu *sync.Mutex) slot[R] {
+	mu.Lock()
+	defer mu.Unlock()
+	was := *s
+	s.role = nil
+	return was
+}
+
+// stop stops s the way SIGTERM does (its Run context is cancelled) and
+// returns once Run has returned; what names s's kind in Run's error.
+func (s *slot[R]) stop(mu *sync.Mutex, what string) error {
+	was := s.take(mu)
+	if was.role == nil {
+		return nil
+	}
+	was.cancel()
+	err := <-was.done
+	was.conn.Close()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s %s: %w", what, s.name, err)
+	}
+	return nil
 }
 
 // Nodes is the number of cache node names (running or not).
@@ -245,13 +227,8 @@ func (m *Multi) AddNode(ctx context.Context) (int, error) {
 func (m *Multi) StartNode(ctx context.Context, i int) error {
 	m.mu.Lock()
 	s := m.nodes[i]
-	if s.role != nil {
-		m.mu.Unlock()
-		return fmt.Errorf("cache node %s is running", s.name)
-	}
-	seeds := m.seeds()
 	m.mu.Unlock()
-	nc, err := m.connect("kgate-" + s.name)
+	seeds, nc, err := s.begin(m, "cache node")
 	if err != nil {
 		return err
 	}
@@ -270,25 +247,9 @@ func (m *Multi) StartNode(ctx context.Context, i int) error {
 		nc.Close()
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	m.mu.Lock()
-	s.role, s.conn, s.cancel, s.done = r, nc, cancel, done
-	m.mu.Unlock()
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for !r.Node.Ready() {
-		select {
-		case err := <-done:
-			done <- err
-			return fmt.Errorf("cache node %s stopped before ready: %w", s.name, err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+	done := s.run(&m.mu, r, nc, r.Run)
+	_, err = waitReady(ctx, "cache node "+s.name, r.Node.Ready, done)
+	return err
 }
 
 // KillNode stops cache node i as a crash would: its NATS connection drops
@@ -298,17 +259,16 @@ func (m *Multi) StartNode(ctx context.Context, i int) error {
 func (m *Multi) KillNode(i int) error {
 	m.mu.Lock()
 	s := m.nodes[i]
-	r, nc, cancel, done := s.role, s.conn, s.cancel, s.done
-	s.role = nil
 	m.mu.Unlock()
-	if r == nil {
+	was := s.take(&m.mu)
+	if was.role == nil {
 		return nil
 	}
-	nc.Close()
-	r.Members.Close()
-	r.Node.Close()
-	cancel()
-	<-done // errors of a killed node are no news
+	was.conn.Close()
+	was.role.Members.Close()
+	was.role.Node.Close()
+	was.cancel()
+	<-was.done // errors of a killed node are no news
 	return nil
 }
 
@@ -317,19 +277,8 @@ func (m *Multi) KillNode(i int) error {
 func (m *Multi) StopNode(i int) error {
 	m.mu.Lock()
 	s := m.nodes[i]
-	r, nc, cancel, done := s.role, s.conn, s.cancel, s.done
-	s.role = nil
 	m.mu.Unlock()
-	if r == nil {
-		return nil
-	}
-	cancel()
-	err := <-done
-	nc.Close()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("cache node %s: %w", s.name, err)
-	}
-	return nil
+	return s.stop(&m.mu, "cache node")
 }
 
 // Node returns cache node i's role, nil while stopped.
@@ -344,13 +293,9 @@ func (m *Multi) Node(i int) *role.CacheNode {
 func (m *Multi) StartGateway(ctx context.Context, i int) error {
 	m.mu.Lock()
 	s := m.gws[i]
-	if s.role != nil {
-		m.mu.Unlock()
-		return fmt.Errorf("gateway %s is running", s.name)
-	}
-	seeds, addr := m.seeds(), s.addr
+	addr := s.addr
 	m.mu.Unlock()
-	nc, err := m.connect("kgate-" + s.name)
+	seeds, nc, err := s.begin(m, "gateway")
 	if err != nil {
 		return err
 	}
@@ -378,13 +323,10 @@ func (m *Multi) StartGateway(ctx context.Context, i int) error {
 		nc.Close()
 		return err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
 	m.mu.Lock()
-	s.role, s.conn, s.cancel, s.done = r, nc, cancel, done
-	s.metrics = append(s.metrics, reg)
+	s.metrics = append(s.metrics, reg) // empty until r runs
 	m.mu.Unlock()
+	done := s.run(&m.mu, r, nc, r.Run)
 	select {
 	case <-r.Gateway.Ready():
 	case err := <-done:
@@ -431,19 +373,8 @@ func (m *Multi) StartGateway(ctx context.Context, i int) error {
 func (m *Multi) StopGateway(i int) error {
 	m.mu.Lock()
 	s := m.gws[i]
-	r, nc, cancel, done := s.role, s.conn, s.cancel, s.done
-	s.role = nil
 	m.mu.Unlock()
-	if r == nil {
-		return nil
-	}
-	cancel()
-	err := <-done
-	nc.Close()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("gateway %s: %w", s.name, err)
-	}
-	return nil
+	return s.stop(&m.mu, "gateway")
 }
 
 // GatewayAddr is gateway i's HTTPS address, the same across restarts.
@@ -645,21 +576,5 @@ func (m *Multi) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if m.oracle != nil {
-		m.oracle.Close()
-	}
-	if m.nats != nil {
-		if err := m.nats.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if m.Etcd != nil {
-		m.Etcd.Close()
-	}
-	if m.etcdSrv != nil {
-		if err := m.etcdSrv.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return m.stack.close(errs)
 }
