@@ -21,7 +21,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/kgate/kgate/cachenode/directory"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/discovery"
@@ -33,6 +32,7 @@ import (
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/kgate/kgate/cachenode/cluster"
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // StatusPath serves the cluster status `kgate status` prints. Like any

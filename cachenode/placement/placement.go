@@ -19,7 +19,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode/cluster"
 	"github.com/kgate/kgate/cachenode/directory"
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // members is the membership a placement reads.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode/cluster"
 	"github.com/kgate/kgate/cachenode/directory"
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 type fakeMembers struct {

@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 func runDev(ctx context.Context, args []string) error {

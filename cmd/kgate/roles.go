@@ -21,12 +21,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kgate/kgate/cachenode"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )

@@ -25,7 +25,6 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/cluster"
 	"github.com/kgate/kgate/cachenode/natsembed"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
@@ -33,6 +32,7 @@ import (
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/embedded"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )

@@ -25,9 +25,9 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/cachenode/natsembed"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // Config configures a Cluster.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/cluster"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 )
 

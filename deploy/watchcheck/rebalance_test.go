@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // flagRebalances is how many join-and-leave cycles TestListDuringRebalance

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // flagScaleAll runs every scale-out variant (each fault alone, with and

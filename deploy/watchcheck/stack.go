@@ -16,12 +16,12 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/natsembed"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/embedded"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )

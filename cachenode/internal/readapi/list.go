@@ -2,7 +2,7 @@ package readapi
 
 import (
 	"fmt"
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 
 	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/cachenode/internal/window"

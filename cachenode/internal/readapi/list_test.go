@@ -3,7 +3,7 @@ package readapi
 import (
 	"testing"
 
-	"github.com/kgate/kgate/cachenode/ranges"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 func TestPrefixMeets(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/cachenode/internal/window"
 	"github.com/kgate/kgate/cachenode/internal/wire"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/valyala/fasthttp"
 )
 

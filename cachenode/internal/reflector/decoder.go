@@ -7,9 +7,9 @@ import (
 	"sync"
 
 	"github.com/kgate/kgate/cachenode/internal/store"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"

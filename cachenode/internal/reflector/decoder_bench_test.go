@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kgate/kgate/cachenode/internal/store"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"

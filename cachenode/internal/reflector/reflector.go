@@ -17,9 +17,9 @@ import (
 	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/cachenode/internal/window"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/cachenode/client"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 )
 

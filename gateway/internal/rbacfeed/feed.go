@@ -16,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/feed"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 )
 

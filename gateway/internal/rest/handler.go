@@ -16,7 +16,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kgate/kgate/cachenode/client"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
@@ -24,6 +23,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 )
 

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kgate/kgate/cachenode/client"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // readFor turns a resourceVersion parameter into what the cache node

@@ -14,9 +14,9 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/natsembed"
-	"github.com/kgate/kgate/cachenode/ranges"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/storagetest"
 )
