@@ -1,0 +1,170 @@
+package archtest
+
+import (
+	"sort"
+	"strings"
+	"testing"
+)
+
+// A depRule forbids the module's packages under from (relative to the
+// module root, "storage/..." for a folder and everything below it, "..."
+// for every package) to depend, directly or transitively, on a package
+// matched by to. A package outside the module listed in allowedImporters
+// may import to (the dependency then reaches kgate through that upstream
+// package, which kgate is allowed to use); kgate's own packages never may.
+type depRule struct {
+	from             string
+	to               string // an import path, or a module-relative "dir/..." for kgate's own
+	allowedImporters []string
+	why              string
+}
+
+var depRules = []depRule{
+	{from: "storage/...", to: "cachenode/...",
+		why: "storage is the bottom layer: cache nodes read it, it knows nothing of them"},
+	{from: "storage/...", to: "gateway/...",
+		why: "storage is the bottom layer: gateways write through it, it knows nothing of them"},
+	{from: "cachenode/...", to: "gateway/...",
+		why: "gateways consume what cache nodes own (cachenode/event, cachenode/client), never the other way round"},
+	{from: "...", to: "k8s.io/apiserver/pkg/server",
+		why: "kgate is not a GenericAPIServer: its request path is its own (fasthttp, gateway/)"},
+	{from: "...", to: "github.com/emicklei/go-restful/v3",
+		// client-go's discovery client imports k8s.io/client-go/openapi,
+		// which imports k8s.io/kube-openapi/pkg/handler3 for its types,
+		// which imports k8s.io/kube-openapi/pkg/common, whose OpenAPI
+		// builder interfaces mention go-restful. Nothing in kgate calls it:
+		// the dependency is linked, not used, and goes when client-go drops it.
+		allowedImporters: []string{"k8s.io/kube-openapi/pkg/common"},
+		why:              "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
+	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher",
+		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},
+	{from: "...", to: "k8s.io/apiserver/pkg/registry/generic/registry",
+		why: "writes go through storage.Store, not the generic registry Store"},
+}
+
+// TestDependencies checks depRules on the packages of the module and
+// their tests (`go list -deps -test`), as tailscale's tstest/deptest does,
+// and prints the import chain of each violation.
+func TestDependencies(t *testing.T) {
+	m, pkgs := load(t)
+	imports := make(map[string][]string) // import path (variant suffix dropped) → its imports
+	inModule := make(map[string]bool)
+	for _, p := range pkgs {
+		ip := plain(p.ImportPath)
+		if strings.HasSuffix(ip, ".test") {
+			continue // the generated test main imports only the package and its tests
+		}
+		for _, imp := range p.Imports {
+			imports[ip] = append(imports[ip], plain(imp))
+		}
+		if p.ours(m) {
+			inModule[ip] = true
+		}
+	}
+	var roots []string
+	for ip := range inModule {
+		roots = append(roots, ip)
+	}
+	sort.Strings(roots)
+	for _, r := range depRules {
+		allowed := make(map[string]bool)
+		for _, a := range r.allowedImporters {
+			allowed[a] = true
+		}
+		matches := func(ip string) bool { return matchPattern(m.Path, r.to, ip) }
+		for _, root := range roots {
+			if !matchPattern(m.Path, r.from, root) {
+				continue
+			}
+			if chain := forbiddenChain(root, imports, matches, func(importer string) bool {
+				return allowed[importer] && !inModule[importer]
+			}); chain != nil {
+				t.Errorf("%s must not depend on %s (%s); import chain:\n\t%s",
+					rel(m.Path, root), r.to, r.why, strings.Join(chain, "\n\t→ "))
+			}
+		}
+	}
+}
+
+// plain drops the test-variant suffix of an import path: "a [a.test]" → "a".
+func plain(ip string) string {
+	ip, _, _ = strings.Cut(ip, " ")
+	return ip
+}
+
+func rel(modPath, ip string) string {
+	if ip == modPath {
+		return "."
+	}
+	return strings.TrimPrefix(ip, modPath+"/")
+}
+
+// matchPattern reports whether the import path ip matches pattern: "..."
+// (every package of the module), "dir/..." (dir of the module and below
+// it), a module-relative path, or a full import path.
+func matchPattern(modPath, pattern, ip string) bool {
+	if pattern == "..." {
+		return ip == modPath || strings.HasPrefix(ip, modPath+"/")
+	}
+	if dir, ok := strings.CutSuffix(pattern, "/..."); ok {
+		full := modPath + "/" + dir
+		return ip == full || strings.HasPrefix(ip, full+"/")
+	}
+	return ip == pattern || ip == modPath+"/"+pattern
+}
+
+// forbiddenChain returns the shortest import chain from root to a package
+// that imports a forbidden one, unless that importer is allowed to (and
+// then the search goes on through others); nil if there is none.
+func forbiddenChain(root string, imports map[string][]string, forbidden, allowedImporter func(string) bool) []string {
+	parent := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		ip := queue[0]
+		queue = queue[1:]
+		for _, imp := range imports[ip] {
+			if forbidden(imp) && !allowedImporter(ip) {
+				chain := []string{imp}
+				for at := ip; at != ""; at = parent[at] {
+					chain = append([]string{at}, chain...)
+				}
+				return chain
+			}
+			if _, seen := parent[imp]; !seen && !forbidden(imp) {
+				parent[imp] = ip
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return nil
+}
+
+func TestForbiddenChain(t *testing.T) {
+	imports := map[string][]string{
+		"k/gateway":    {"k/storage", "up/client"},
+		"up/client":    {"up/openapi"},
+		"up/openapi":   {"restful"},
+		"k/cachenode":  {"up/client", "k/helper"},
+		"k/helper":     {"restful"},
+		"k/storage":    {"up/etcd"},
+		"restful":      {"restful/log"},
+		"k/standalone": {},
+	}
+	isRestful := func(ip string) bool { return ip == "restful" }
+	viaOpenAPI := func(ip string) bool { return ip == "up/openapi" }
+	tests := []struct {
+		root string
+		want []string
+	}{
+		{"k/gateway", nil}, // only through the allowed upstream importer
+		{"k/cachenode", []string{"k/cachenode", "k/helper", "restful"}},
+		{"k/standalone", nil},
+		{"k/helper", []string{"k/helper", "restful"}},
+	}
+	for _, tt := range tests {
+		got := forbiddenChain(tt.root, imports, isRestful, viaOpenAPI)
+		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("forbiddenChain(%s) = %q, want %q", tt.root, got, tt.want)
+		}
+	}
+}
