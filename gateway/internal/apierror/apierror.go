@@ -184,8 +184,6 @@ func Unauthorized(message string) *apierrors.StatusError {
 	return apierrors.NewUnauthorized(message)
 }
 
-// TooManyRequests is the 429 of a rejected request; the client should
-// retry after retryAfterSeconds.
 // ExpiredContinue is kube-apiserver's 410 for a continue token whose
 // snapshot is gone. With a fresh token (one that continues from the same
 // key at the latest revision) the Status carries it in
@@ -199,6 +197,82 @@ func ExpiredContinue(freshToken string) *apierrors.StatusError {
 	return se
 }
 
+// TooManyRequests is the 429 of a rejected request; the client should
+// retry after retryAfterSeconds.
 func TooManyRequests(message string, retryAfterSeconds int) *apierrors.StatusError {
 	return apierrors.NewTooManyRequests(message, retryAfterSeconds)
+}
+
+// NotFound is the 404 of the object name of resource qualified, when the
+// gateway looks it up itself (a namespace, the object a token is bound
+// to) rather than through storage's errors.
+func NotFound(qualified schema.GroupResource, name string) *apierrors.StatusError {
+	return apierrors.NewNotFound(qualified, name)
+}
+
+// Conflict is the 409 Conflict of the object name of resource qualified
+// that is not in the state the request expects; reason says how.
+func Conflict(qualified schema.GroupResource, name string, reason error) *apierrors.StatusError {
+	return apierrors.NewConflict(qualified, name, reason)
+}
+
+// InternalError is the 500 of err, a failure of the gateway or of
+// something it depends on, not of the request.
+func InternalError(err error) *apierrors.StatusError {
+	return apierrors.NewInternalError(err)
+}
+
+// Success is the Status of a request that succeeded with code and has no
+// object to return (kube-apiserver answers a pods/binding create with a
+// 201 Success Status).
+func Success(code int32) *metav1.Status {
+	return complete(metav1.Status{Status: metav1.StatusSuccess, Code: code})
+}
+
+// WebhookDenied is kube-apiserver's error for the admission webhook name
+// that denied a request: the webhook's result (nil for none) as a
+// failure, with a code of at least 400 and the message prefixed with who
+// denied it.
+func WebhookDenied(name string, result *metav1.Status) *apierrors.StatusError {
+	deniedBy := fmt.Sprintf("admission webhook %q denied the request", name)
+	s := metav1.Status{Status: metav1.StatusFailure}
+	if result != nil {
+		s = *result.DeepCopy()
+	}
+	if s.Code < http.StatusBadRequest {
+		s.Code = http.StatusBadRequest
+	}
+	if s.Status == "" || s.Status == metav1.StatusSuccess {
+		s.Status = metav1.StatusFailure
+	}
+	switch {
+	case s.Message != "":
+		s.Message = deniedBy + ": " + s.Message
+	case s.Reason != "":
+		s.Message = deniedBy + ": " + string(s.Reason)
+	default:
+		s.Message = deniedBy + " without explanation"
+	}
+	return &apierrors.StatusError{ErrStatus: s}
+}
+
+// PolicyDenied is kube-apiserver's error for a ValidatingAdmissionPolicy
+// that denied a request through binding, with the reason of the failed
+// validation (Invalid 422 unless Unauthorized 401, Forbidden 403 or
+// RequestEntityTooLarge 413) and msg as its one cause.
+func PolicyDenied(policy, binding string, reason metav1.StatusReason, msg string) *apierrors.StatusError {
+	m := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", policy, binding, msg)
+	code := int32(http.StatusUnprocessableEntity)
+	switch reason {
+	case metav1.StatusReasonUnauthorized:
+		code = http.StatusUnauthorized
+	case metav1.StatusReasonForbidden:
+		code = http.StatusForbidden
+	case metav1.StatusReasonRequestEntityTooLarge:
+		code = http.StatusRequestEntityTooLarge
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Message: m, Reason: reason, Code: code,
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: m}}},
+	}}
 }

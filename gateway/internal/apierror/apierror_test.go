@@ -135,6 +135,42 @@ func TestStatus(t *testing.T) {
 			failure(429, metav1.StatusReasonTooManyRequests, "too many requests, please try again later",
 				&metav1.StatusDetails{RetryAfterSeconds: 3}),
 			apierrors.IsTooManyRequests},
+		{"not found by the gateway", NotFound(schema.GroupResource{Resource: "namespaces"}, "ns"), pods, "p",
+			failure(404, metav1.StatusReasonNotFound, `namespaces "ns" not found`, &metav1.StatusDetails{Kind: "namespaces", Name: "ns"}),
+			apierrors.IsNotFound},
+		{"conflict with a reason", Conflict(schema.GroupResource{Resource: "Pod"}, "p", errors.New("the UID does not match")), pods, "",
+			failure(409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on Pod "p": the UID does not match`,
+				&metav1.StatusDetails{Kind: "Pod", Name: "p"}),
+			apierrors.IsConflict},
+		{"internal error", InternalError(errors.New("cannot read namespace ns: boom")), pods, "",
+			failure(500, metav1.StatusReasonInternalError, "Internal error occurred: cannot read namespace ns: boom",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "cannot read namespace ns: boom"}}}),
+			apierrors.IsInternalError},
+		{"webhook denied without a result", WebhookDenied("w.example.com", nil), pods, "",
+			failure(400, "", `admission webhook "w.example.com" denied the request without explanation`, nil), nil},
+		{"webhook denied with a result", WebhookDenied("w", &metav1.Status{Code: 403, Reason: metav1.StatusReasonForbidden, Message: "no",
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Field: "spec"}}}}), pods, "",
+			failure(403, metav1.StatusReasonForbidden, `admission webhook "w" denied the request: no`,
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Field: "spec"}}}),
+			apierrors.IsForbidden},
+		{"webhook denied with a success and a reason", WebhookDenied("w", &metav1.Status{Status: metav1.StatusSuccess, Code: 200, Reason: "NotAllowed"}), pods, "",
+			failure(400, "NotAllowed", `admission webhook "w" denied the request: NotAllowed`, nil), nil},
+		{"policy denied", PolicyDenied("p", "b", metav1.StatusReasonInvalid, "x"), pods, "",
+			failure(422, metav1.StatusReasonInvalid, "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x"}}}),
+			apierrors.IsInvalid},
+		{"policy denied forbidden", PolicyDenied("p", "b", metav1.StatusReasonForbidden, "x"), pods, "",
+			failure(403, metav1.StatusReasonForbidden, "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x"}}}),
+			apierrors.IsForbidden},
+		{"policy denied unauthorized", PolicyDenied("p", "b", metav1.StatusReasonUnauthorized, "x"), pods, "",
+			failure(401, metav1.StatusReasonUnauthorized, "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x"}}}),
+			apierrors.IsUnauthorized},
+		{"policy denied too large", PolicyDenied("p", "b", metav1.StatusReasonRequestEntityTooLarge, "x"), pods, "",
+			failure(413, metav1.StatusReasonRequestEntityTooLarge, "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: x"}}}),
+			apierrors.IsRequestEntityTooLargeError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,5 +218,21 @@ func TestRetryAfter(t *testing.T) {
 				t.Fatalf("RetryAfter = %d, %v; want %d, %v", s, ok, tt.seconds, tt.ok)
 			}
 		})
+	}
+}
+
+func TestSuccess(t *testing.T) {
+	want := &metav1.Status{TypeMeta: tmeta, Status: metav1.StatusSuccess, Code: http.StatusCreated}
+	if got := Success(http.StatusCreated); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %#v\nwant %#v", got, want)
+	}
+}
+
+func TestWebhookDeniedDoesNotAliasResult(t *testing.T) {
+	result := &metav1.Status{Code: 200, Message: "no", Details: &metav1.StatusDetails{Name: "x"}}
+	se := WebhookDenied("w", result)
+	se.ErrStatus.Details.Name = "changed"
+	if result.Code != 200 || result.Message != "no" || result.Details.Name != "x" {
+		t.Fatalf("result modified: %#v", result)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -218,13 +219,7 @@ func notAcceptable() (Response, error) {
 	for f := format(0); f < numFormats; f++ {
 		types = append(types, f.mediaType())
 	}
-	status := metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure,
-		Message:  "only the following media types are accepted: " + strings.Join(types, ", "),
-		Reason:   metav1.StatusReasonNotAcceptable,
-		Code:     http.StatusNotAcceptable,
-	}
+	status := apierror.Status(apierror.NotAcceptable(types), schema.GroupResource{}, "")
 	body, err := json.MarshalIndent(status, "", "  ")
 	if err != nil {
 		return Response{}, fmt.Errorf("cannot encode status: %w", err)

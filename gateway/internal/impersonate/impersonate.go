@@ -11,10 +11,10 @@ import (
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 )
 
@@ -174,7 +174,7 @@ func requests(h Headers) ([]request, error) {
 		for _, r := range out {
 			names = append(names, r.kind+" "+r.attrs.Name)
 		}
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("requested %v without impersonating a user", names))
+		return nil, apierror.BadRequest(fmt.Sprintf("requested %v without impersonating a user", names))
 	}
 	return out, nil
 }

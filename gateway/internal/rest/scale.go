@@ -295,7 +295,7 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 
 // bound answers a binding: kube-apiserver's 201 Success Status.
 func (h *Handler) bound(r *request) error {
-	st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess, Code: 201}
+	st := apierror.Success(201)
 	body, err := h.cfg.Codec.Encode(st, r.media.Format, r.media.Pretty)
 	if err != nil {
 		return err

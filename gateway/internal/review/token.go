@@ -9,7 +9,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -145,7 +144,7 @@ func (h *Handler) bind(ctx context.Context, ns, saName string, ref *authenticati
 		return apierror.BadRequest(fmt.Sprintf("cannot bind token to object of type %s", gvk.String()))
 	}
 	if ref.UID != "" && string(ref.UID) != uid {
-		return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, ref.Name,
+		return apierror.Conflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, ref.Name,
 			fmt.Errorf("the UID in the bound object reference (%s) does not match the UID in record. The object might have been deleted and then recreated", ref.UID))
 	}
 	return nil
@@ -155,7 +154,7 @@ func (h *Handler) bind(ctx context.Context, ns, saName string, ref *authenticati
 // URL's resource is serviceaccounts).
 func getError(err error, resource, name string) error {
 	if errors.Is(err, storage.ErrNotFound) {
-		return apierrors.NewNotFound(schema.GroupResource{Resource: resource}, name)
+		return apierror.NotFound(schema.GroupResource{Resource: resource}, name)
 	}
 	return err
 }

@@ -10,10 +10,10 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // ErrNotFound is what Namespaces returns for a namespace that does not
@@ -38,7 +38,7 @@ func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	gr := a.GVR().GroupResource()
 	if gr == corev1.Resource("namespaces") {
 		if a.Operation == admission.Delete && immortal[a.Name] {
-			return apierrors.NewForbidden(gr, a.Name, errors.New("this namespace may not be deleted"))
+			return apierror.Forbidden(gr, a.Name, errors.New("this namespace may not be deleted"))
 		}
 		return nil
 	}
@@ -47,15 +47,15 @@ func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	}
 	ns, err := p.Namespaces.Namespace(ctx, a.Namespace)
 	if errors.Is(err, ErrNotFound) {
-		return apierrors.NewNotFound(corev1.Resource("namespaces"), a.Namespace)
+		return apierror.NotFound(corev1.Resource("namespaces"), a.Namespace)
 	}
 	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("cannot read namespace %s: %w", a.Namespace, err))
+		return apierror.InternalError(fmt.Errorf("cannot read namespace %s: %w", a.Namespace, err))
 	}
 	if a.Operation != admission.Create || (ns.Status.Phase != corev1.NamespaceTerminating && ns.DeletionTimestamp == nil) {
 		return nil
 	}
-	se := apierrors.NewForbidden(gr, a.Name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
+	se := apierror.Forbidden(gr, a.Name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", a.Namespace))
 	se.ErrStatus.Details.Causes = append(se.ErrStatus.Details.Causes, metav1.StatusCause{
 		Type:    corev1.NamespaceTerminatingCause,
 		Message: fmt.Sprintf("namespace %s is being terminated", a.Namespace),

@@ -11,10 +11,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // lister lists the LimitRanges of a namespace (feed.Store).
@@ -110,5 +110,5 @@ func (p Plugin) Validate(_ context.Context, a *admission.Attributes) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewForbidden(a.GVR().GroupResource(), a.Name, fmt.Errorf("[%s]", strings.Join(errs, ", ")))
+	return apierror.Forbidden(a.GVR().GroupResource(), a.Name, fmt.Errorf("[%s]", strings.Join(errs, ", ")))
 }

@@ -11,19 +11,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/expr"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // lister lists every object of a kind (feed.Store).
@@ -117,14 +116,14 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 			if failOpen(pol) {
 				continue
 			}
-			return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, err.Error())
+			return apierror.PolicyDenied(pol.Name, b.Name, metav1.StatusReasonInvalid, err.Error())
 		}
 		if !ok {
 			continue
 		}
 		if vars == nil {
 			if vars, err = p.activation(ctx, a); err != nil {
-				return apierrors.NewInternalError(err)
+				return apierror.InternalError(err)
 			}
 		}
 		params, err := p.params(ctx, pol, b, a)
@@ -132,7 +131,7 @@ func (p *Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 			if failOpen(pol) {
 				continue
 			}
-			return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, "failed to configure binding: "+err.Error())
+			return apierror.PolicyDenied(pol.Name, b.Name, metav1.StatusReasonInvalid, "failed to configure binding: "+err.Error())
 		}
 		for _, param := range params {
 			if err := p.evaluate(pol, b, a, vars, param); err != nil {
@@ -153,7 +152,7 @@ func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy
 		if failOpen(pol) {
 			return nil
 		}
-		return denied(pol.Name, b.Name, metav1.StatusReasonInvalid, msg)
+		return apierror.PolicyDenied(pol.Name, b.Name, metav1.StatusReasonInvalid, msg)
 	}
 	c := p.compiledFor(pol)
 	if c.err != nil {
@@ -203,7 +202,7 @@ func (p *Plugin) evaluate(pol *admissionregistrationv1.ValidatingAdmissionPolicy
 		}
 		for _, act := range actions {
 			if act == admissionregistrationv1.Deny {
-				return denied(pol.Name, b.Name, reason, msg)
+				return apierror.PolicyDenied(pol.Name, b.Name, reason, msg)
 			}
 		}
 	}
@@ -224,24 +223,6 @@ func message(v validation, vars map[string]any) string {
 		return v.v.Message
 	}
 	return "failed expression: " + v.v.Expression
-}
-
-// denied is upstream's rejection.
-func denied(policy, binding string, reason metav1.StatusReason, msg string) error {
-	m := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", policy, binding, msg)
-	code := int32(http.StatusUnprocessableEntity)
-	switch reason {
-	case metav1.StatusReasonUnauthorized:
-		code = http.StatusUnauthorized
-	case metav1.StatusReasonForbidden:
-		code = http.StatusForbidden
-	case metav1.StatusReasonRequestEntityTooLarge:
-		code = http.StatusRequestEntityTooLarge
-	}
-	return &apierrors.StatusError{ErrStatus: metav1.Status{
-		Status: metav1.StatusFailure, Message: m, Reason: reason, Code: code,
-		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: m}}},
-	}}
 }
 
 // matches applies matchConstraints, or a binding's matchResources, which

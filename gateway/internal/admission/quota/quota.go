@@ -29,11 +29,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // lister lists the ResourceQuotas of a namespace (feed.Store).
@@ -83,7 +83,7 @@ func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 		}
 		used, err := p.count(ctx, q.Namespace, n)
 		if err != nil {
-			return apierrors.NewInternalError(err)
+			return apierror.InternalError(err)
 		}
 		q.Status.Used[n] = used
 	}
@@ -191,9 +191,9 @@ func (p Plugin) Validate(ctx context.Context, a *admission.Attributes) error {
 		var ex *exceeded
 		switch {
 		case errors.As(err, &ex):
-			return apierrors.NewForbidden(a.GVR().GroupResource(), a.Name, ex)
+			return apierror.Forbidden(a.GVR().GroupResource(), a.Name, ex)
 		case err != nil:
-			return apierrors.NewInternalError(fmt.Errorf("cannot charge quota %s: %w", rq.Name, err))
+			return apierror.InternalError(fmt.Errorf("cannot charge quota %s: %w", rq.Name, err))
 		}
 		if !a.DryRun {
 			name := rq.Name

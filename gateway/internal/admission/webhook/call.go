@@ -21,7 +21,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -240,28 +239,4 @@ func (p *Plugin) applyPatch(obj runtime.Object, pt *admissionv1.PatchType, patch
 	}
 	next.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
 	return next, nil
-}
-
-// toStatusErr is upstream's rejection of a webhook's denial.
-func toStatusErr(name string, result *metav1.Status) *apierrors.StatusError {
-	deniedBy := fmt.Sprintf("admission webhook %q denied the request", name)
-	s := metav1.Status{Status: metav1.StatusFailure}
-	if result != nil {
-		s = *result.DeepCopy()
-	}
-	if s.Code < http.StatusBadRequest {
-		s.Code = http.StatusBadRequest
-	}
-	if s.Status == "" || s.Status == metav1.StatusSuccess {
-		s.Status = metav1.StatusFailure
-	}
-	switch {
-	case s.Message != "":
-		s.Message = deniedBy + ": " + s.Message
-	case s.Reason != "":
-		s.Message = deniedBy + ": " + string(s.Reason)
-	default:
-		s.Message = deniedBy + " without explanation"
-	}
-	return &apierrors.StatusError{ErrStatus: s}
 }

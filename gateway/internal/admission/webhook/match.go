@@ -10,6 +10,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/expr"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // hook is what matching and calling need of a mutating or validating
@@ -88,7 +89,7 @@ func (p *Plugin) conditionsHold(h *hook, a *admission.Attributes, v *activation)
 		p.cfg.Logger.Warn("failed evaluating match conditions, failing open", "webhook", h.name, "err", err)
 		return false, nil
 	}
-	return false, &conditionError{err: apierrors.NewForbidden(a.GVR().GroupResource(), a.Name, err)}
+	return false, &conditionError{err: apierror.Forbidden(a.GVR().GroupResource(), a.Name, err)}
 }
 
 // conditionError is a matchCondition failure under failurePolicy Fail:

@@ -18,12 +18,12 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/expr"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 )
 
 // lister lists every configuration of a kind (feed.Store).
@@ -147,7 +147,7 @@ func dryRunOK(h *hook) bool {
 }
 
 func dryRunUnsupported(name string) error {
-	return apierrors.NewBadRequest("admission webhook \"" + name + "\" does not support dry run")
+	return apierror.BadRequest("admission webhook \"" + name + "\" does not support dry run")
 }
 
 // Admit runs the mutating webhooks in order, then once more those that
@@ -167,7 +167,7 @@ func (m mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 			if h.failurePolicy == admissionregistrationv1.Ignore {
 				continue
 			}
-			return apierrors.NewInternalError(err)
+			return apierror.InternalError(err)
 		}
 		if ok {
 			selected = append(selected, h)
@@ -211,7 +211,7 @@ func (p *Plugin) mutate(ctx context.Context, h *hook, a *admission.Attributes) (
 		a.AddWarning(w)
 	}
 	if !resp.Allowed {
-		return false, toStatusErr(h.name, resp.Result)
+		return false, apierror.WebhookDenied(h.name, resp.Result)
 	}
 	if len(resp.Patch) == 0 || a.Object == nil {
 		return false, nil
@@ -241,7 +241,7 @@ func (v validating) Validate(ctx context.Context, a *admission.Attributes) error
 			if h.failurePolicy == admissionregistrationv1.Ignore {
 				continue
 			}
-			return apierrors.NewInternalError(err)
+			return apierror.InternalError(err)
 		}
 		if ok {
 			if a.DryRun && !dryRunOK(h) {
@@ -263,7 +263,7 @@ func (v validating) Validate(ctx context.Context, a *admission.Attributes) error
 				a.AddWarning(w)
 			}
 			if !resp.Allowed {
-				errs[i] = toStatusErr(h.name, resp.Result)
+				errs[i] = apierror.WebhookDenied(h.name, resp.Result)
 			}
 		})
 	}
@@ -282,5 +282,5 @@ func (p *Plugin) callFailed(h *hook, err error) error {
 		p.cfg.Logger.Warn("failed calling webhook, failing open", "webhook", h.name, "err", err)
 		return nil
 	}
-	return apierrors.NewInternalError(errors.New("failed calling webhook \"" + h.name + "\": " + err.Error()))
+	return apierror.InternalError(errors.New("failed calling webhook \"" + h.name + "\": " + err.Error()))
 }
