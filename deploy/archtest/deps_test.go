@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -72,16 +73,47 @@ func TestDependencies(t *testing.T) {
 			allowed[a] = true
 		}
 		matches := func(ip string) bool { return matchPattern(m.Path, r.to, ip) }
+		// One report per culprit: the last package of the module on the
+		// chain, where the import has to go; the roots that reach the
+		// forbidden package through it are listed with it.
+		chains := make(map[string][]string)
+		dependents := make(map[string][]string)
 		for _, root := range roots {
 			if !matchPattern(m.Path, r.from, root) {
 				continue
 			}
-			if chain := forbiddenChain(root, imports, matches, func(importer string) bool {
+			chain := forbiddenChain(root, imports, matches, func(importer string) bool {
 				return allowed[importer] && !inModule[importer]
-			}); chain != nil {
-				t.Errorf("%s must not depend on %s (%s); import chain:\n\t%s",
-					rel(m.Path, root), r.to, r.why, strings.Join(chain, "\n\t→ "))
+			})
+			if chain == nil {
+				continue
 			}
+			at := 0
+			for i, ip := range chain[:len(chain)-1] {
+				if inModule[ip] {
+					at = i
+				}
+			}
+			culprit := chain[at]
+			if c, ok := chains[culprit]; !ok || len(chain)-at < len(c) {
+				chains[culprit] = chain[at:]
+			}
+			if root != culprit {
+				dependents[culprit] = append(dependents[culprit], rel(m.Path, root))
+			}
+		}
+		var culprits []string
+		for c := range chains {
+			culprits = append(culprits, c)
+		}
+		sort.Strings(culprits)
+		for _, c := range culprits {
+			msg := fmt.Sprintf("%s must not depend on %s (%s); import chain:\n\t%s",
+				rel(m.Path, c), r.to, r.why, strings.Join(chains[c], "\n\t→ "))
+			if d := dependents[c]; len(d) > 0 {
+				msg += fmt.Sprintf("\n\t(also reached through it by %s)", strings.Join(d, ", "))
+			}
+			t.Error(msg)
 		}
 	}
 }
