@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ func goList(dir string, args ...string) ([]byte, error) {
 	}
 	cmd := exec.Command(gobin, append([]string{"list"}, args...)...)
 	cmd.Dir = dir
+	// The module alone, as `make test` builds it, even inside a go.work.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
