@@ -48,7 +48,7 @@ type rvState struct {
 	compactedAt, windowFrom int64
 }
 
-// TestResourceVersionTable checks each row of DESIGN.md's resourceVersion
+// TestResourceVersionTable checks each row of docs/design.md's resourceVersion
 // table (kube-apiserver's semantics) for GET, LIST and WATCH, on one
 // cache node and one gateway, with what kube-apiserver answers noted by
 // each row (k8s.io/apiserver storage/cacher, storage/etcd3 and the
