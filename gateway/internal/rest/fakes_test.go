@@ -495,6 +495,12 @@ func (e *env) do(method, uri string, body []byte, header ...string) response {
 	SetUser(rc, nil)
 	err := e.h.Serve(rc, &info, res)
 	out := response{header: &rc.Response.Header}
+	if errors.Is(err, ErrNotFoundPath) {
+		// As the gateway's writeError: a plain 404.
+		out.status = &metav1.Status{Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound}
+		out.code = 404
+		return out
+	}
 	if err != nil {
 		name := info.Name
 		if n, ok := ObjectName(err); ok {
