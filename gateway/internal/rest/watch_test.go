@@ -3,6 +3,7 @@ package rest
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,12 +67,17 @@ type watchClient struct {
 
 func (e *env) watch(ln *fasthttputil.InmemoryListener, uri string) *watchClient {
 	e.t.Helper()
+	return e.watchAs(ln, uri, "application/json")
+}
+
+func (e *env) watchAs(ln *fasthttputil.InmemoryListener, uri, accept string) *watchClient {
+	e.t.Helper()
 	conn, err := ln.Dial()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { conn.Close() })
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: kgate\r\nAccept: application/json\r\n\r\n", uri); err != nil {
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: kgate\r\nAccept: %s\r\n\r\n", uri, accept); err != nil {
 		e.t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -305,4 +311,36 @@ func TestWatchErrors(t *testing.T) {
 			t.Error("a watch started while shutting down")
 		}
 	})
+}
+
+// TestWatchProtobuf: kube-apiserver's protobuf watch framing: a 4-byte
+// length, a WatchEvent whose object is an enveloped Pod.
+func TestWatchProtobuf(t *testing.T) {
+	e := newEnv(t)
+	e.seed(podsGVR, pod("ns", "a", map[string]string{"app": "web"}))
+	w := e.watchAs(e.server(), "/api/v1/namespaces/ns/pods?watch=1", "application/vnd.kubernetes.protobuf;stream=watch")
+	if ct := w.resp.Header.Get("Content-Type"); ct != "application/vnd.kubernetes.protobuf;stream=watch" {
+		t.Errorf("content type %q", ct)
+	}
+	s := <-e.hub.started
+	s.in <- delivery(t, e, watchhub.Modified, pod("ns", "a", map[string]string{"app": "db"}), 200)
+	for _, want := range []struct{ typ, app, rv string }{{"ADDED", "web", "101"}, {"MODIFIED", "db", "200"}} {
+		var size [4]byte
+		if _, err := io.ReadFull(w.resp.Body, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(w.resp.Body, frame); err != nil {
+			t.Fatal(err)
+		}
+		var ev metav1.WatchEvent
+		if err := ev.Unmarshal(frame); err != nil {
+			t.Fatal(err)
+		}
+		var p corev1.Pod
+		unwrapProtobuf(t, ev.Object.Raw, "Pod", &p)
+		if ev.Type != want.typ || p.Name != "a" || p.Labels["app"] != want.app || p.ResourceVersion != want.rv {
+			t.Errorf("frame %s %s app=%s rv %s, want %+v", ev.Type, p.Name, p.Labels["app"], p.ResourceVersion, want)
+		}
+	}
 }
