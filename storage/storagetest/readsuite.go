@@ -95,7 +95,7 @@ type rvSetup struct {
 }
 
 // RunReadSuite checks the read semantics of the resourceVersion table
-// (DESIGN.md; deploy/watchcheck's TestResourceVersionTable checks the same
+// (docs/design.md; deploy/watchcheck's TestResourceVersionTable checks the same
 // through a whole cluster) against target: GET and LIST with no revision,
 // "0", NotOlderThan N, Exact N (and compacted), a revision not reached
 // yet, limit and continue at the first page's revision, and selectors.
