@@ -42,14 +42,21 @@ func IsProtobuf(value []byte) bool { return bytes.HasPrefix(value, protoMagic) }
 // Decode decodes a stored value into into, which must be a pointer to the
 // typed object of the stored kind.
 func (c *Codec) Decode(value []byte, into runtime.Object) error {
+	var out runtime.Object
+	var gvk *schema.GroupVersionKind
 	var err error
 	if IsProtobuf(value) {
-		_, _, err = c.proto.Decode(value, nil, into)
+		out, gvk, err = c.proto.Decode(value, nil, into)
 	} else {
-		_, _, err = c.json.Decode(value, nil, into)
+		out, gvk, err = c.json.Decode(value, nil, into)
 	}
 	if err != nil {
 		return fmt.Errorf("cannot decode stored value: %w", err)
+	}
+	if out != into {
+		// The serializers decode a value of another kind into a new
+		// object and leave into empty: that is a value of the wrong kind.
+		return fmt.Errorf("cannot decode stored value: a %v is not a %T", gvk, into)
 	}
 	return nil
 }

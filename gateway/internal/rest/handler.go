@@ -42,6 +42,11 @@ type cacheReader interface {
 	List(ctx context.Context, rangeID string, o client.ListOptions) (*client.List, error)
 }
 
+// hub starts watches of ranges (watchhub.Hub).
+type hub interface {
+	WatchRanges(rangeIDs []string, since int64, filter watchhub.Filter) (watchhub.Stream, error)
+}
+
 // revisions tells etcd's current revision (batched).
 type revisions interface {
 	Current(ctx context.Context) (int64, error)
@@ -54,7 +59,7 @@ type Config struct {
 	Store        objectStore
 	Cache        cacheReader
 	Revisions    revisions
-	Hub          *watchhub.Hub
+	Hub          hub
 	Codec        *negotiate.Codec
 	StorageCodec *codec.Codec
 	// Metrics; nil records none.

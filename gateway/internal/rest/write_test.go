@@ -1,0 +1,463 @@
+package rest
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"github.com/kgate/kgate/storage"
+)
+
+func TestCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		uri       string
+		body      string
+		ctype     string
+		wantCode  int
+		wantAdm   []string
+		wantStore bool
+	}{{
+		name: "json", uri: "/api/v1/namespaces/ns/configmaps",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"b"}}`,
+		wantCode: 201, wantAdm: []string{"admit CREATE ns/c dry=false", "validate CREATE", "finish ok"}, wantStore: true,
+	}, {
+		name: "yaml", uri: "/api/v1/namespaces/ns/configmaps", ctype: "application/yaml",
+		body:     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: b\n",
+		wantCode: 201, wantAdm: []string{"admit CREATE ns/c dry=false", "validate CREATE", "finish ok"}, wantStore: true,
+	}, {
+		name: "dry run", uri: "/api/v1/namespaces/ns/configmaps?dryRun=All",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`,
+		wantCode: 201, wantAdm: []string{"admit CREATE ns/c dry=true", "validate CREATE"},
+	}, {
+		name: "unknown dry run", uri: "/api/v1/namespaces/ns/configmaps?dryRun=Some",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`,
+		wantCode: 422,
+	}, {
+		name: "namespace mismatch", uri: "/api/v1/namespaces/ns/configmaps",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"other"}}`,
+		wantCode: 400,
+	}, {
+		name: "kind mismatch", uri: "/api/v1/namespaces/ns/configmaps",
+		body:     `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"c"}}`,
+		wantCode: 400,
+	}, {
+		name: "invalid name", uri: "/api/v1/namespaces/ns/configmaps",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not_Valid"}}`,
+		wantCode: 422, wantAdm: []string{"admit CREATE ns/Not_Valid dry=false"},
+	}, {
+		name: "empty body", uri: "/api/v1/namespaces/ns/configmaps", body: "",
+		wantCode: 400,
+	}, {
+		name: "malformed json", uri: "/api/v1/namespaces/ns/configmaps", body: `{"apiVersion":`,
+		wantCode: 400,
+	}, {
+		name: "unknown field strict", uri: "/api/v1/namespaces/ns/configmaps?fieldValidation=Strict",
+		body:     `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"nope":1}`,
+		wantCode: 400,
+	}, {
+		name: "unsupported content type", uri: "/api/v1/namespaces/ns/configmaps", ctype: "text/plain",
+		body: `x`, wantCode: http.StatusUnsupportedMediaType,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			var hdr []string
+			if tc.ctype != "" {
+				hdr = []string{"Content-Type", tc.ctype}
+			}
+			body := []byte(tc.body)
+			if tc.body == "" {
+				body = []byte{}
+			}
+			r := e.do("POST", tc.uri, body, hdr...)
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			}
+			if got := e.adm.got(); !slices.Equal(got, tc.wantAdm) {
+				t.Errorf("admission %q, want %q", got, tc.wantAdm)
+			}
+			if e.store.called("create") != tc.wantStore {
+				t.Errorf("stored %v, want %v", e.store.called("create"), tc.wantStore)
+			}
+			if tc.wantCode == 201 {
+				var cm corev1.ConfigMap
+				r.decode(t, &cm)
+				if cm.Name != "c" || cm.Namespace != "ns" {
+					t.Errorf("answered %s/%s", cm.Namespace, cm.Name)
+				}
+				if tc.wantStore && (cm.ResourceVersion == "" || cm.UID == "") {
+					t.Errorf("stored object without rv or uid: %+v", cm.ObjectMeta)
+				}
+				if !tc.wantStore && e.stored(configmapsGVR, "ns", "c") != nil {
+					t.Error("dry run stored")
+				}
+			}
+		})
+	}
+}
+
+func TestCreateErrors(t *testing.T) {
+	body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`)
+	t.Run("already exists", func(t *testing.T) {
+		e := newEnv(t)
+		e.seed(configmapsGVR, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}})
+		r := e.do("POST", "/api/v1/namespaces/ns/configmaps", body)
+		if r.code != 409 || r.reason() != metav1.StatusReasonAlreadyExists || r.status.Details.Name != "c" {
+			t.Errorf("got %d %s %+v", r.code, r.reason(), r.status.Details)
+		}
+		// Admission learns the write failed (a quota charge is undone).
+		if got := e.adm.got(); got[len(got)-1] != "finish error" {
+			t.Errorf("admission %q", got)
+		}
+	})
+	t.Run("admission refuses", func(t *testing.T) {
+		e := newEnv(t)
+		e.adm.validateErr = fmt.Errorf("denied: %w", storage.ErrConflict)
+		r := e.do("POST", "/api/v1/namespaces/ns/configmaps", body)
+		if r.code != 409 || e.store.called("create") {
+			t.Errorf("got %d, stored %v", r.code, e.store.called("create"))
+		}
+	})
+	t.Run("mutation and warnings", func(t *testing.T) {
+		e := newEnv(t)
+		e.adm.label, e.adm.warning = "admitted", `say "hi"`
+		r := e.do("POST", "/api/v1/namespaces/ns/configmaps", body)
+		var cm corev1.ConfigMap
+		r.decode(t, &cm)
+		if cm.Labels["admitted"] != "yes" {
+			t.Error("the mutating phase's change was not stored")
+		}
+		if w := string(r.header.Peek("Warning")); w != `299 - "say \"hi\""` {
+			t.Errorf("Warning %q", w)
+		}
+	})
+	t.Run("unavailable", func(t *testing.T) {
+		e := newEnv(t)
+		e.store.createErr = fmt.Errorf("cannot create: %w", storage.ErrUnavailable)
+		if r := e.do("POST", "/api/v1/namespaces/ns/configmaps", body); r.code != 503 {
+			t.Errorf("got %d", r.code)
+		}
+	})
+}
+
+func TestCreatePodPrepared(t *testing.T) {
+	e := newEnv(t)
+	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","resourceVersion":"5","uid":"x"},
+		"spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Running"}}`
+	r := e.do("POST", "/api/v1/namespaces/ns/pods", []byte(body))
+	if r.code != 201 {
+		t.Fatalf("%d %v", r.code, r.status)
+	}
+	created := e.store.created.(*corev1.Pod)
+	if created.ResourceVersion != "" || created.UID != "" || created.Status.Phase != corev1.PodPending || created.Status.QOSClass != corev1.PodQOSBestEffort {
+		t.Errorf("create stored %+v %+v", created.ObjectMeta, created.Status)
+	}
+	// Defaults were applied before storage.
+	if created.Spec.RestartPolicy != corev1.RestartPolicyAlways || created.Spec.Containers[0].TerminationMessagePath == "" {
+		t.Errorf("pod not defaulted: %+v", created.Spec)
+	}
+}
+
+func TestUpdate(t *testing.T) {
+	cm := func(rv, value string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","resourceVersion":%q},"data":{"a":%q}}`, rv, value)
+	}
+	for _, tc := range []struct {
+		name      string
+		uri       string
+		body      []byte
+		conflicts int
+		wantCode  int
+		wantPre   int64
+		wantAdm   []string
+		wantValue string
+	}{
+		{"unconditional", "/api/v1/namespaces/ns/configmaps/c", cm("", "new"), 0, 200, 0,
+			[]string{"admit UPDATE ns/c dry=false", "validate UPDATE", "finish ok"}, "new"},
+		{"at the current version", "/api/v1/namespaces/ns/configmaps/c", cm("101", "new"), 0, 200, 101,
+			[]string{"admit UPDATE ns/c dry=false", "validate UPDATE", "finish ok"}, "new"},
+		{"at an old version", "/api/v1/namespaces/ns/configmaps/c", cm("50", "new"), 0, 409, 50, nil, "old"},
+		{"bad version", "/api/v1/namespaces/ns/configmaps/c", cm("x", "new"), 0, 422, 0, nil, "old"},
+		{"name mismatch", "/api/v1/namespaces/ns/configmaps/other", cm("", "new"), 0, 400, 0, nil, "old"},
+		// Storage retries after a conflict: admission's first attempt is
+		// finished (its charge undone) before the second one is stored.
+		{"retried", "/api/v1/namespaces/ns/configmaps/c", cm("", "new"), 1, 200, 0,
+			[]string{"admit UPDATE ns/c dry=false", "validate UPDATE", "finish retried", "admit UPDATE ns/c dry=false", "validate UPDATE", "finish ok"}, "new"},
+		{"dry run", "/api/v1/namespaces/ns/configmaps/c?dryRun=All", cm("", "new"), 0, 200, 0,
+			[]string{"admit UPDATE ns/c dry=true", "validate UPDATE"}, "old"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.seed(configmapsGVR, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"a": "old"}})
+			e.store.conflicts = tc.conflicts
+			r := e.do("PUT", tc.uri, tc.body)
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			}
+			if e.store.lastPre.ResourceVersion != tc.wantPre {
+				t.Errorf("precondition %d, want %d", e.store.lastPre.ResourceVersion, tc.wantPre)
+			}
+			if tc.wantAdm != nil {
+				if got := e.adm.got(); !slices.Equal(got, tc.wantAdm) {
+					t.Errorf("admission\n got %q\nwant %q", got, tc.wantAdm)
+				}
+			}
+			stored := e.stored(configmapsGVR, "ns", "c").(*corev1.ConfigMap)
+			if stored.Data["a"] != tc.wantValue {
+				t.Errorf("stored %q, want %q", stored.Data["a"], tc.wantValue)
+			}
+			if tc.wantCode == 200 {
+				var got corev1.ConfigMap
+				r.decode(t, &got)
+				if got.Data["a"] != "new" || got.UID != "uid-c" {
+					t.Errorf("answered %+v", got)
+				}
+			}
+		})
+	}
+}
+
+func TestUpdateStatusSubresource(t *testing.T) {
+	e := newEnv(t)
+	e.seed(deploymentsGVR, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", Labels: map[string]string{"v": "1"}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}},
+	})
+	body := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","labels":{"v":"2"}},
+		"spec":{"replicas":9,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}}}},"status":{"replicas":5}}`
+	r := e.do("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/status", []byte(body))
+	if r.code != 200 {
+		t.Fatalf("%d %+v", r.code, r.status)
+	}
+	d := e.stored(deploymentsGVR, "ns", "d").(*appsv1.Deployment)
+	if d.Status.Replicas != 5 || *d.Spec.Replicas != 2 || d.Labels["v"] != "1" {
+		t.Errorf("status update stored replicas %d spec %d labels %v", d.Status.Replicas, *d.Spec.Replicas, d.Labels)
+	}
+	// And the main resource keeps the status.
+	body = strings.Replace(body, `"status":{"replicas":5}`, `"status":{"replicas":77}`, 1)
+	if r := e.do("PUT", "/apis/apps/v1/namespaces/ns/deployments/d", []byte(body)); r.code != 200 {
+		t.Fatalf("%d %+v", r.code, r.status)
+	}
+	d = e.stored(deploymentsGVR, "ns", "d").(*appsv1.Deployment)
+	if d.Status.Replicas != 5 || *d.Spec.Replicas != 9 {
+		t.Errorf("main update stored status %d spec %d", d.Status.Replicas, *d.Spec.Replicas)
+	}
+	// Verbs a subresource does not serve.
+	if r := e.do("DELETE", "/apis/apps/v1/namespaces/ns/deployments/d/status", nil); r.code != http.StatusMethodNotAllowed {
+		t.Errorf("delete status: %d", r.code)
+	}
+	if r := e.do("GET", "/api/v1/namespaces/ns/configmaps/c/status", nil); r.code != 404 {
+		t.Errorf("configmaps/status: %d", r.code)
+	}
+}
+
+func TestPatch(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ctype    string
+		body     string
+		wantCode int
+		check    func(t *testing.T, p *corev1.Pod)
+	}{
+		{"merge", "application/merge-patch+json", `{"metadata":{"labels":{"b":"2","a":null}}}`, 200, func(t *testing.T, p *corev1.Pod) {
+			if p.Labels["b"] != "2" || p.Labels["a"] != "" {
+				t.Errorf("labels %v", p.Labels)
+			}
+		}},
+		{"json", "application/json-patch+json", `[{"op":"replace","path":"/metadata/labels/a","value":"9"}]`, 200, func(t *testing.T, p *corev1.Pod) {
+			if p.Labels["a"] != "9" {
+				t.Errorf("labels %v", p.Labels)
+			}
+		}},
+		// Strategic merge patches lists by key: the container is updated, not replaced.
+		{"strategic", "application/strategic-merge-patch+json", `{"spec":{"containers":[{"name":"c","image":"new"}]}}`, 200, func(t *testing.T, p *corev1.Pod) {
+			if len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != "new" || p.Spec.Containers[0].TerminationMessagePath == "" {
+				t.Errorf("containers %+v", p.Spec.Containers)
+			}
+		}},
+		{"json test fails", "application/json-patch+json", `[{"op":"test","path":"/metadata/labels/a","value":"no"}]`, 422, nil},
+		{"malformed", "application/merge-patch+json", `{`, 400, nil},
+		{"apply", "application/apply-patch+yaml", `{}`, http.StatusUnsupportedMediaType, nil},
+		{"unknown type", "application/json", `{}`, http.StatusUnsupportedMediaType, nil},
+		{"empty", "application/merge-patch+json", ``, 400, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			p := pod("ns", "p", map[string]string{"a": "1"})
+			p.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+			e.seed(podsGVR, p)
+			r := e.do("PATCH", "/api/v1/namespaces/ns/pods/p", []byte(tc.body), "Content-Type", tc.ctype)
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			}
+			stored := e.stored(podsGVR, "ns", "p").(*corev1.Pod)
+			if tc.check == nil {
+				if stored.ResourceVersion != "101" {
+					t.Errorf("a failed patch stored rv %s", stored.ResourceVersion)
+				}
+				return
+			}
+			tc.check(t, stored)
+			var got corev1.Pod
+			r.decode(t, &got)
+			tc.check(t, &got)
+		})
+	}
+}
+
+func TestDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		uri      string
+		body     string
+		pending  bool
+		wantCode int
+		wantOpts storage.DeleteOptions
+		deleted  bool
+	}{
+		{"plain", "/api/v1/namespaces/ns/pods/p", "", false, 200, storage.DeleteOptions{}, true},
+		{"pending finalizers", "/api/v1/namespaces/ns/pods/p", "", true, 202, storage.DeleteOptions{}, false},
+		{"query options", "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=0&propagationPolicy=Foreground", "", false, 200,
+			storage.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), PropagationPolicy: "Foreground"}, true},
+		{"orphanDependents", "/api/v1/namespaces/ns/pods/p?orphanDependents=true", "", false, 200,
+			storage.DeleteOptions{PropagationPolicy: "Orphan"}, true},
+		{"body preconditions", "/api/v1/namespaces/ns/pods/p",
+			`{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"uid-p","resourceVersion":"101"},"propagationPolicy":"Background"}`, false, 200,
+			storage.DeleteOptions{Preconditions: storage.Preconditions{UID: "uid-p", ResourceVersion: 101}, PropagationPolicy: "Background"}, true},
+		{"both orphan and propagation", "/api/v1/namespaces/ns/pods/p?orphanDependents=true&propagationPolicy=Orphan", "", false, 422, storage.DeleteOptions{}, false},
+		{"unknown propagation", "/api/v1/namespaces/ns/pods/p?propagationPolicy=Later", "", false, 422, storage.DeleteOptions{}, false},
+		{"bad grace period", "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=x", "", false, 400, storage.DeleteOptions{}, false},
+		{"bad precondition", "/api/v1/namespaces/ns/pods/p", `{"preconditions":{"resourceVersion":"x"}}`, false, 400, storage.DeleteOptions{}, false},
+		{"malformed body", "/api/v1/namespaces/ns/pods/p", `{`, false, 400, storage.DeleteOptions{}, false},
+		{"missing", "/api/v1/namespaces/ns/pods/gone", "", false, 404, storage.DeleteOptions{}, false},
+		{"dry run", "/api/v1/namespaces/ns/pods/p?dryRun=All", "", false, 200, storage.DeleteOptions{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.seed(podsGVR, pod("ns", "p", nil))
+			e.store.pending = tc.pending
+			var body []byte
+			if tc.body != "" {
+				body = []byte(tc.body)
+			}
+			r := e.do("DELETE", tc.uri, body)
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			}
+			gone := e.stored(podsGVR, "ns", "p") == nil
+			if gone != tc.deleted {
+				t.Errorf("deleted %v, want %v", gone, tc.deleted)
+			}
+			if r.code/100 != 2 {
+				return
+			}
+			if strings.Contains(tc.uri, "dryRun") {
+				if e.store.called("delete") {
+					t.Error("dry run deleted")
+				}
+				if got := e.adm.got(); !slices.Equal(got, []string{"admit DELETE ns/p dry=true", "validate DELETE"}) {
+					t.Errorf("admission %q", got)
+				}
+			} else if !equalDeleteOptions(e.store.lastDel, tc.wantOpts) {
+				t.Errorf("options %+v, want %+v", e.store.lastDel, tc.wantOpts)
+			}
+			var got corev1.Pod
+			r.decode(t, &got)
+			if got.Name != "p" {
+				t.Errorf("answered %q", got.Name)
+			}
+		})
+	}
+}
+
+func TestDeleteCollection(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ListPageSize = 2 })
+	var objs []runtime.Object
+	for i := range 5 {
+		objs = append(objs, pod("ns", fmt.Sprint("p", i), map[string]string{"odd": fmt.Sprint(i%2 == 1)}))
+	}
+	objs = append(objs, pod("other", "p9", map[string]string{"odd": "true"}))
+	e.seed(podsGVR, objs...)
+	r := e.do("DELETE", "/api/v1/namespaces/ns/pods?labelSelector=odd%3Dtrue", nil)
+	var l corev1.PodList
+	r.decode(t, &l)
+	if len(l.Items) != 2 {
+		t.Errorf("deleted %d, want 2", len(l.Items))
+	}
+	for i := range 5 {
+		if gone := e.stored(podsGVR, "ns", fmt.Sprint("p", i)) == nil; gone != (i%2 == 1) {
+			t.Errorf("p%d deleted %v", i, gone)
+		}
+	}
+	if e.stored(podsGVR, "other", "p9") == nil {
+		t.Error("deleted in another namespace")
+	}
+	// Pages continue at the first page's revision.
+	if len(e.store.lastList) < 3 || e.store.lastList[1].Revision == 0 || e.store.lastList[1].After == "" {
+		t.Errorf("pages %+v", e.store.lastList)
+	}
+}
+
+func TestScale(t *testing.T) {
+	e := newEnv(t)
+	e.seed(deploymentsGVR, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}},
+		Status: appsv1.DeploymentStatus{Replicas: 1},
+	})
+	var s autoscalingv1.Scale
+	e.do("GET", "/apis/apps/v1/namespaces/ns/deployments/d/scale", nil).decode(t, &s)
+	if s.Kind != "Scale" || s.APIVersion != "autoscaling/v1" || s.Spec.Replicas != 2 || s.Status.Replicas != 1 || s.Status.Selector != "a=b" {
+		t.Fatalf("scale %+v", s)
+	}
+	s.Spec.Replicas = 4
+	s.ResourceVersion = ""
+	r := e.do("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale", mustJSON(t, &s))
+	if r.code != 200 {
+		t.Fatalf("%d %+v", r.code, r.status)
+	}
+	if d := e.stored(deploymentsGVR, "ns", "d").(*appsv1.Deployment); *d.Spec.Replicas != 4 {
+		t.Errorf("replicas %d after update", *d.Spec.Replicas)
+	}
+	r = e.do("PATCH", "/apis/apps/v1/namespaces/ns/deployments/d/scale", []byte(`{"spec":{"replicas":7}}`), "Content-Type", "application/merge-patch+json")
+	var got autoscalingv1.Scale
+	r.decode(t, &got)
+	if got.Spec.Replicas != 7 {
+		t.Errorf("patched scale %d", got.Spec.Replicas)
+	}
+	if d := e.stored(deploymentsGVR, "ns", "d").(*appsv1.Deployment); *d.Spec.Replicas != 7 {
+		t.Errorf("replicas %d after patch", *d.Spec.Replicas)
+	}
+	// A stale resourceVersion conflicts.
+	s.Spec.Replicas, s.ResourceVersion = 1, "3"
+	if r := e.do("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale", mustJSON(t, &s)); r.code != 409 {
+		t.Errorf("stale scale update: %d", r.code)
+	}
+	if r := e.do("GET", "/apis/apps/v1/namespaces/ns/deployments/gone/scale", nil); r.code != 404 {
+		t.Errorf("scale of a missing deployment: %d", r.code)
+	}
+}
+
+func TestMethodNotSupported(t *testing.T) {
+	e := newEnv(t)
+	// Bindings are create-only.
+	if r := e.do("GET", "/api/v1/namespaces/ns/bindings/b", nil); r.code != http.StatusMethodNotAllowed || r.reason() != metav1.StatusReasonMethodNotAllowed {
+		t.Errorf("get binding: %d %s", r.code, r.reason())
+	}
+}
+
+func equalDeleteOptions(a, b storage.DeleteOptions) bool {
+	return a.Preconditions == b.Preconditions && a.PropagationPolicy == b.PropagationPolicy &&
+		ptr.Equal(a.GracePeriodSeconds, b.GracePeriodSeconds)
+}
