@@ -287,8 +287,9 @@ func (f *feed) compacted(cursor position, err error) {
 }
 
 // end stops the feed for good: its watchers fail with err now, its run
-// goroutine returns and unsubscribes. The hub forgot it already.
+// goroutine returns. The hub forgot it already.
 func (f *feed) end(err error) {
+	f.unsubscribe() // first: once a watcher sees err, NATS is dropped
 	f.stop(err)
 	f.endOnce.Do(func() { close(f.quit) })
 }
