@@ -351,6 +351,7 @@ func (g *Gateway) shutdown() {
 	g.stopAuth()
 	g.hub.Close()
 	g.router.Close()
+	g.openapi.Close()
 }
 
 // directoryReplicas routes reads to the ready replicas the directory

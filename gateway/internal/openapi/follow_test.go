@@ -53,6 +53,13 @@ func TestFollowsRegistry(t *testing.T) {
 	if err := reg.Add(cm); err != nil {
 		t.Fatal(err)
 	}
+	if stale := get("/openapi/v3/api/v1"); stale.ETag != before.ETag {
+		t.Error("documents changed before they were rendered again")
+	}
+	settle(o)
+	if o.Rendered() != reg.Generation() {
+		t.Fatalf("rendered generation %d, registry at %d", o.Rendered(), reg.Generation())
+	}
 	added := get("/openapi/v3/api/v1")
 	if !bytes.Contains(added.Body, []byte(path)) {
 		t.Error("no configmaps paths after Add")
@@ -71,10 +78,38 @@ func TestFollowsRegistry(t *testing.T) {
 	if err := reg.Remove(cm.GVR()); err != nil {
 		t.Fatal(err)
 	}
+	settle(o)
 	if after := get("/openapi/v3/api/v1"); after.ETag != before.ETag || bytes.Contains(after.Body, []byte(path)) {
 		t.Error("configmaps still described after Remove")
 	}
 	if err := o.Err(); err != nil {
 		t.Errorf("Err: %v", err)
+	}
+}
+
+// settle starts rendering the registry's latest generation, if needed,
+// and waits for it.
+func settle(o *Documents) {
+	o.current()
+	o.wg.Wait()
+}
+
+// TestClose: no render starts after Close.
+func TestClose(t *testing.T) {
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := New(reg, version.Info{GitVersion: "v1.37.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	if err := reg.Remove(reg.Resources()[0].GVR()); err != nil {
+		t.Fatal(err)
+	}
+	settle(o)
+	if o.Rendered() != 0 {
+		t.Errorf("rendered generation %d after Close, want 0", o.Rendered())
 	}
 }

@@ -17,10 +17,10 @@
 // do not survive compilation, and a wrong "required" would make kubectl's
 // client-side validation reject valid objects.
 //
-// Every document is rendered into ready-to-send bytes: in New, and again on
-// the first request after the registry changed (a custom resource or an
-// aggregated API came or went), when hashes and ETags change with the
-// content.
+// Every document is rendered into ready-to-send bytes: in New, and again in
+// the background after the registry changed (a custom resource or an
+// aggregated API came or went; requests get the previous documents until
+// then), when hashes and ETags change with the content.
 package openapi
 
 import (
@@ -104,8 +104,12 @@ type Documents struct {
 	reg *registry.Registry
 	v   version.Info
 
-	mu  sync.Mutex // serializes renders
 	cur atomic.Pointer[rendered]
+
+	mu        sync.Mutex // guards rendering and closed
+	rendering bool       // a render goroutine runs
+	closed    bool
+	wg        sync.WaitGroup // the render goroutine
 }
 
 // rendered is the documents of one registry generation.
@@ -121,7 +125,7 @@ type rendered struct {
 // of the group, /api, /apis and /version endpoints), their index, and the
 // OpenAPI v2 document holding every definition; v names the Kubernetes
 // version in the documents' info. The documents follow reg's later
-// changes.
+// changes; Close stops following.
 func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 	s := reg.Snapshot()
 	r, err := render(s, v)
@@ -134,27 +138,58 @@ func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 	return o, nil
 }
 
-// current returns the documents of the registry's current generation,
-// rendering them when the registry changed since the last render.
+// current returns the latest rendered documents. When the registry has
+// changed since, it starts rendering its current generation in the
+// background: rendering every schema takes seconds, too long to hold a
+// request, so requests get the previous documents until then, as
+// kube-apiserver's OpenAPI follows its CRDs a moment later.
 func (o *Documents) current() *rendered {
-	s := o.reg.Snapshot()
-	if c := o.cur.Load(); c.gen >= s.Generation() {
+	c := o.cur.Load()
+	if c.gen >= o.reg.Generation() {
 		return c
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.cur.Load()
-	if c.gen >= s.Generation() {
-		return c // rendered by a concurrent request
+	if o.rendering || o.closed {
+		return c
 	}
-	r, err := render(s, o.v)
-	if err != nil {
-		r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
-	}
-	r.gen = s.Generation()
-	o.cur.Store(r)
-	return r
+	o.rendering = true
+	o.wg.Go(o.follow)
+	return c
 }
+
+// follow renders until the documents match the registry's generation.
+func (o *Documents) follow() {
+	for {
+		s := o.reg.Snapshot()
+		c := o.cur.Load()
+		o.mu.Lock()
+		if c.gen >= s.Generation() || o.closed {
+			o.rendering = false
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		r, err := render(s, o.v)
+		if err != nil {
+			r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
+		}
+		r.gen = s.Generation()
+		o.cur.Store(r)
+	}
+}
+
+// Close waits for a render in progress and starts no other.
+func (o *Documents) Close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// Rendered returns the registry generation the served documents
+// describe.
+func (o *Documents) Rendered() uint64 { return o.current().gen }
 
 // Err returns why the documents could not follow the registry's latest
 // change, or nil.
