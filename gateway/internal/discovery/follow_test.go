@@ -50,7 +50,7 @@ func TestFollowsRegistry(t *testing.T) {
 	}
 	type state struct {
 		cm, cmAggregated, group, groupAggregated, groupDoc, versionDoc bool
-		apiETag, apisETag                                             string
+		apiETag, apisETag                                              string
 	}
 	look := func() state {
 		api, _ := serve("/api", acceptAggregated)
