@@ -48,7 +48,7 @@ type Config struct {
 	NATS     *nats.Conn         // required
 	Registry *registry.Registry // required
 	Codec    *codec.Codec       // required
-	Ranges   *ranges.Table      // required: the ranges a node may reflect
+	Ranges   ranges.Source      // required: the ranges a node may reflect (a fixed table or a Follower)
 	// Listen is the read API's address; default "127.0.0.1:0" (a free
 	// port, see Addr).
 	Listen string
@@ -262,7 +262,7 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancel()
 
 	start := time.Now()
-	n.log.Info("cache node starting", "addr", n.Addr(), "ranges", len(n.cfg.Ranges.All()))
+	n.log.Info("cache node starting", "addr", n.Addr(), "ranges", len(n.cfg.Ranges.Current().All()))
 	var (
 		wg    sync.WaitGroup
 		errMu sync.Mutex
@@ -286,6 +286,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	run("publisher", n.pub.Run)
 	run("read API", n.api.Run)
+	// A change of the range table is one more wake-up: taken before
+	// place reads the table, so no change falls between the two.
+	tableChanged := n.cfg.Ranges.Changed()
 	n.place(ctx, fail)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -293,6 +296,9 @@ func (n *Node) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			done = true
+		case <-tableChanged:
+			tableChanged = n.cfg.Ranges.Changed()
+			n.place(ctx, fail)
 		case <-n.cfg.Placement.Changes():
 			n.place(ctx, fail)
 		case <-tick.C:
@@ -312,15 +318,31 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // place starts the reflectors the placement wants, stops those it no
-// longer wants and tells the publisher which ranges it is primary for.
+// longer wants or the table no longer has, and tells the publisher which
+// ranges it is primary for.
 func (n *Node) place(ctx context.Context, fail func(error)) {
 	if ctx.Err() != nil {
 		return
 	}
+	table := n.cfg.Ranges.Current()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	changed := false
-	for _, rng := range n.cfg.Ranges.All() {
+	for id, s := range n.running {
+		// A range is gone (its resource was removed) or was replaced (its
+		// resource or bounds changed): stop it, forget it.
+		if rng, ok := table.ByID(id); ok && rng == s.r.Range() {
+			continue
+		}
+		n.log.Info("range left the table", "range", id, "served", time.Since(s.started))
+		s.cancel()
+		<-s.done
+		delete(n.running, id)
+		n.pub.SetPrimary(id, false)
+		n.m.ownerChanges.Inc()
+		changed = true
+	}
+	for _, rng := range table.All() {
 		s, has := n.running[rng.ID]
 		want := n.cfg.Placement.Wants(rng.ID, has && s.r.Ready())
 		switch {

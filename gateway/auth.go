@@ -356,7 +356,7 @@ func (l objectLookup) Object(ctx context.Context, resource, namespace, name stri
 		return satoken.Object{}, fmt.Errorf("cannot look up %s: not served", resource)
 	}
 	key := res.Key(namespace, name)
-	rng, ok := l.g.cfg.Ranges.Lookup(key)
+	rng, ok := l.g.cfg.Ranges.Current().Lookup(key)
 	if !ok {
 		return satoken.Object{}, fmt.Errorf("cannot find the range of %s", key)
 	}

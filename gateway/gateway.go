@@ -52,7 +52,7 @@ type Config struct {
 
 	Registry  *registry.Registry
 	Codec     *codec.Codec
-	Ranges    *ranges.Table
+	Ranges    ranges.Source // a fixed *ranges.Table or a *ranges.Follower
 	Store     *storage.Store
 	Revisions *revision.Oracle
 	NATS      *nats.Conn
@@ -195,7 +195,6 @@ type Gateway struct {
 	metrics   *metrics
 	server    *fasthttp.Server
 
-	rangeIDs   []string        // every range, for readiness
 	base       context.Context // cancelled when shutdown starts: ends watches
 	cancelBase context.CancelFunc
 
@@ -214,9 +213,6 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, ready: make(chan struct{})}
-	for _, r := range cfg.Ranges.All() {
-		g.rangeIDs = append(g.rangeIDs, r.ID)
-	}
 	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
@@ -252,7 +248,7 @@ func New(cfg Config) (*Gateway, error) {
 	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: g.router, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
+	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: g.router, Ranges: cfg.Ranges, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.base, g.cancelBase = context.WithCancel(context.Background())
@@ -301,9 +297,11 @@ func (g *Gateway) Addr() string {
 	return g.listener.Addr().String()
 }
 
-// Serving reports whether the gateway can serve reads: every range has a
-// cache node replica it knows ready.
-func (g *Gateway) Serving(ctx context.Context) error { return g.router.Ready(ctx, g.rangeIDs) }
+// Serving reports whether the gateway can serve reads: every range of the
+// current table has a cache node replica it knows ready.
+func (g *Gateway) Serving(ctx context.Context) error {
+	return g.router.Ready(ctx, g.cfg.Ranges.Current())
+}
 
 // Ready is closed once the gateway accepts connections.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
@@ -353,6 +351,7 @@ func (g *Gateway) shutdown() {
 	g.stopAuth()
 	g.hub.Close()
 	g.router.Close()
+	g.openapi.Close()
 }
 
 // directoryReplicas routes reads to the ready replicas the directory

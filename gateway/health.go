@@ -65,7 +65,7 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 	if path != "/livez" {
 		checks = append(checks,
 			check{"etcd", func(ctx context.Context) error { _, err := g.cfg.Revisions.Current(ctx); return err }},
-			check{"cachenode", func(ctx context.Context) error { return g.router.Ready(ctx, g.rangeIDs) }},
+			check{"cachenode", func(ctx context.Context) error { return g.Serving(ctx) }},
 			check{"nats", func(context.Context) error {
 				if !g.cfg.NATS.IsConnected() {
 					return fmt.Errorf("not connected")

@@ -72,7 +72,7 @@ func (g *Gateway) status(ctx context.Context) (*Status, error) {
 			}
 		}
 	}
-	for _, r := range g.cfg.Ranges.All() {
+	for _, r := range g.cfg.Ranges.Current().All() {
 		rs := RangeStatus{ID: r.ID, Start: r.Start, End: r.End, Owners: ranges.Owners(r.ID, cacheNodes, g.cfg.Replicas)}
 		if g.cfg.Directory != nil {
 			for _, rep := range g.cfg.Directory.Ready(r.ID) {

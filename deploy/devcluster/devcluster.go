@@ -69,6 +69,10 @@ type Config struct {
 	Gateways   int
 	// Replicas is how many cache nodes own each range (default 2).
 	Replicas int
+	// Resources are the served resources, shared by every member; default
+	// registry.NewBuiltin(). Resources added or removed at run time are
+	// served or dropped by every member.
+	Resources *registry.Registry
 	// Splits splits ranges further (see ranges.ParseSplits); default none
 	// for one cache node, ranges.DefaultSplits for more.
 	Splits *ranges.Config
@@ -184,9 +188,11 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	}
 	log.Info("nats started", "url", c.nats.ClientURL(), "took", time.Since(t0))
 
-	reg, err := registry.NewBuiltin()
-	if err != nil {
-		return err
+	reg := cfg.Resources
+	if reg == nil {
+		if reg, err = registry.NewBuiltin(); err != nil {
+			return err
+		}
 	}
 	cdc := codec.New(reg.Scheme())
 	splits := ranges.Config{}
@@ -195,7 +201,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	} else if cfg.CacheNodes > 1 {
 		splits = ranges.DefaultSplits()
 	}
-	table, err := ranges.WithSplits(reg, splits)
+	table, err := ranges.Follow(reg, splits)
 	if err != nil {
 		return err
 	}
@@ -232,7 +238,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 			return fmt.Errorf("cannot start cache node %s: %w", n.Name(), err)
 		}
 	}
-	log.Info("cache nodes ready", "nodes", len(c.Nodes), "ranges", len(table.All()), "took", time.Since(t0))
+	log.Info("cache nodes ready", "nodes", len(c.Nodes), "ranges", len(table.Current().All()), "took", time.Since(t0))
 
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {

@@ -66,13 +66,19 @@ func WithSplits(reg *registry.Registry, cfg Config) (*Table, error) {
 // their split keys (see WithSplits), which are relative to each range's
 // Start; t is unchanged.
 func (t *Table) Split(cfg Config) (*Table, error) {
-	for id, keys := range cfg.Splits {
+	for id := range cfg.Splits {
 		if _, ok := t.byID[id]; !ok {
 			return nil, fmt.Errorf("%w: no range %q to split", ErrBadSplits, id)
 		}
-		if err := checkKeys(id, keys); err != nil {
-			return nil, err
-		}
+	}
+	return t.split(cfg)
+}
+
+// split is Split ignoring the ids of cfg.Splits t does not have: a
+// Follower's splits may name resources not registered yet.
+func (t *Table) split(cfg Config) (*Table, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	var out []*Range
 	for _, r := range t.ranges {
@@ -97,6 +103,16 @@ func (t *Table) Split(cfg Config) (*Table, error) {
 		}
 	}
 	return New(out)
+}
+
+// check validates the split keys of every range.
+func (c Config) check() error {
+	for id, keys := range c.Splits {
+		if err := checkKeys(id, keys); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkKeys validates the split keys of one range.

@@ -1,6 +1,7 @@
 // Package ranges defines the range table: contiguous etcd key intervals
 // [Start, End) that cache nodes reflect, each tied to the resource stored in
-// it. Gateways and cache nodes build the same table from the registry.
+// it. Gateways and cache nodes build the same table from the registry and
+// follow its changes (Follower).
 package ranges
 
 import (
@@ -33,10 +34,13 @@ type Table struct {
 }
 
 // Default returns one range per distinct etcd prefix of reg's resources.
-func Default(reg *registry.Registry) (*Table, error) {
+func Default(reg *registry.Registry) (*Table, error) { return defaultOf(reg.Snapshot()) }
+
+// defaultOf returns one range per distinct etcd prefix of s's resources.
+func defaultOf(s *registry.Snapshot) (*Table, error) {
 	byPrefix := map[string]*registry.Resource{}
 	var prefixes []string
-	for _, res := range reg.Resources() {
+	for _, res := range s.Resources() {
 		if !res.Namespaced && len(res.SupportedVerbs()) == 1 {
 			continue // create-only virtual resources have nothing stored
 		}
@@ -96,6 +100,12 @@ func IDFor(prefix string) string {
 
 // All returns the ranges in key order.
 func (t *Table) All() []*Range { return t.ranges }
+
+// Current returns t: a Table is a Source that never changes.
+func (t *Table) Current() *Table { return t }
+
+// Changed returns nil, a channel that never fires: t never changes.
+func (t *Table) Changed() <-chan struct{} { return nil }
 
 // ByID returns the range named id.
 func (t *Table) ByID(id string) (*Range, bool) {

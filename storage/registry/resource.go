@@ -2,6 +2,11 @@
 // group/version/resource its kind, scope, names, subresources, the etcd key
 // prefix kube-apiserver uses for it, and the fields its field selectors
 // support. It also owns the runtime.Scheme of the built-in types.
+//
+// The set of resources is data that changes at run time: built-ins first,
+// then custom resources and aggregated APIs as they come and go. Readers
+// take lock-free immutable snapshots and follow changes through
+// Registry.Changed.
 package registry
 
 import (

@@ -4,10 +4,11 @@
 // discovery documents (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) on
 // /api and /apis, and /version.
 //
-// Every document is rendered once, in New, from the resource registry into
-// ready-to-send JSON, YAML and protobuf bytes; Serve only negotiates the
-// Accept header (precomputed for the headers clients really send) and
-// returns a slice of those bytes.
+// Every document is rendered from the resource registry into ready-to-send
+// JSON, YAML and protobuf bytes: in New, and again on the first request
+// after the registry changed; Serve only negotiates the Accept header
+// (precomputed for the headers clients really send) and returns a slice of
+// those bytes.
 package discovery
 
 import (
@@ -17,6 +18,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,13 +50,23 @@ func (r Response) NotModified(ifNoneMatch string) bool {
 	return r.ETag != "" && ifNoneMatch == r.ETag
 }
 
-// Discovery holds the rendered discovery documents. It is immutable and
-// safe for concurrent use.
+// Discovery serves the discovery documents of a registry that may change.
+// It is safe for concurrent use.
 type Discovery struct {
-	docs          map[string]*document // by URL path, without trailing slash
+	reg           *registry.Registry
 	negotiated    map[negotiationKey]negotiated
 	version       Response
 	notAcceptable Response
+
+	mu  sync.Mutex // serializes renders
+	cur atomic.Pointer[rendered]
+}
+
+// rendered is the documents of one registry generation.
+type rendered struct {
+	gen  uint64
+	docs map[string]*document // by URL path, without trailing slash
+	err  error                // rendering gen failed: docs are the previous ones
 }
 
 // document is one discovery endpoint in every format.
@@ -68,11 +81,10 @@ type document struct {
 // New renders the discovery documents of every group, version and
 // resource in reg, and /version from v. It fails when reg lists a
 // subresource discovery cannot describe or when v.GitVersion is not a
-// semantic version agreeing with v.Major and v.Minor.
+// semantic version agreeing with v.Major and v.Minor. The documents
+// follow reg's later changes.
 func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
-	d := &Discovery{docs: map[string]*document{}, negotiated: precompute()}
-	enc := newEncoders()
-
+	d := &Discovery{reg: reg, negotiated: precompute()}
 	body, err := versionBody(v)
 	if err != nil {
 		return nil, err
@@ -82,18 +94,59 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 	if d.notAcceptable, err = notAcceptable(); err != nil {
 		return nil, err
 	}
+	s := reg.Snapshot()
+	docs, err := render(s)
+	if err != nil {
+		return nil, err
+	}
+	d.cur.Store(&rendered{gen: s.Generation(), docs: docs})
+	return d, nil
+}
 
+// current returns the documents of the registry's current generation,
+// rendering them when the registry changed since the last render.
+func (d *Discovery) current() *rendered {
+	s := d.reg.Snapshot()
+	if c := d.cur.Load(); c.gen >= s.Generation() {
+		return c
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.cur.Load()
+	if c.gen >= s.Generation() {
+		return c // rendered by a concurrent request
+	}
+	docs, err := render(s)
+	if err != nil {
+		// A resource discovery cannot describe: keep serving what we
+		// had rather than documents that lie.
+		c = &rendered{gen: s.Generation(), docs: c.docs, err: err}
+	} else {
+		c = &rendered{gen: s.Generation(), docs: docs}
+	}
+	d.cur.Store(c)
+	return c
+}
+
+// Err returns why the documents could not follow the registry's latest
+// change, or nil.
+func (d *Discovery) Err() error { return d.current().err }
+
+// render renders the documents of every group, version and resource of s.
+func render(s *registry.Snapshot) (map[string]*document, error) {
+	docs := map[string]*document{}
+	enc := newEncoders()
 	var (
 		legacy     *apidiscoveryv2.APIGroupDiscovery // the core group, if served
 		groups     []apidiscoveryv2.APIGroupDiscovery
 		groupsList = &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
 	)
-	for _, g := range reg.Groups() {
+	for _, g := range s.Groups() {
 		agg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Group}}
 		var versions []metav1.GroupVersionForDiscovery
 		for _, ver := range g.Versions {
 			gv := schema.GroupVersion{Group: g.Group, Version: ver}
-			list, err := apiResources(reg, g.Group, ver)
+			list, err := apiResources(s, g.Group, ver)
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +161,7 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 				rl.APIVersion = ""
 				path = "/api/" + ver
 			}
-			if err := d.add(enc, path, rl, nil); err != nil {
+			if err := add(docs, enc, path, rl, nil); err != nil {
 				return nil, err
 			}
 			versions = append(versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: ver})
@@ -128,7 +181,7 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 		group := metav1.APIGroup{Name: g.Group, Versions: versions, PreferredVersion: versions[0]}
 		groupsList.Groups = append(groupsList.Groups, group)
 		group.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
-		if err := d.add(enc, "/apis/"+g.Group, &group, nil); err != nil {
+		if err := add(docs, enc, "/apis/"+g.Group, &group, nil); err != nil {
 			return nil, err
 		}
 		groups = append(groups, agg)
@@ -142,19 +195,19 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 		for _, v := range legacy.Versions {
 			versions.Versions = append(versions.Versions, v.Version)
 		}
-		if err := d.add(enc, "/api", versions, []apidiscoveryv2.APIGroupDiscovery{*legacy}); err != nil {
+		if err := add(docs, enc, "/api", versions, []apidiscoveryv2.APIGroupDiscovery{*legacy}); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.add(enc, "/apis", groupsList, groups); err != nil {
+	if err := add(docs, enc, "/apis", groupsList, groups); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return docs, nil
 }
 
 // add renders the document at path: plain, and aggregated when agg is not
 // nil.
-func (d *Discovery) add(enc *encoders, path string, plain runtime.Object, agg []apidiscoveryv2.APIGroupDiscovery) error {
+func add(docs map[string]*document, enc *encoders, path string, plain runtime.Object, agg []apidiscoveryv2.APIGroupDiscovery) error {
 	doc := &document{}
 	var err error
 	if doc.plain, err = enc.encode(plain); err != nil {
@@ -172,7 +225,7 @@ func (d *Discovery) add(enc *encoders, path string, plain runtime.Object, agg []
 		doc.aggregated = &body
 		doc.etag = strconv.Quote(fmt.Sprintf("%X", sha512.Sum512(body[formatJSON])))
 	}
-	d.docs[path] = doc
+	docs[path] = doc
 	return nil
 }
 
@@ -188,7 +241,7 @@ func (d *Discovery) Serve(path, accept string) (resp Response, ok bool) {
 	if path == "/version" {
 		return d.version, true
 	}
-	doc, found := d.docs[path]
+	doc, found := d.current().docs[path]
 	if !found {
 		return Response{}, false
 	}

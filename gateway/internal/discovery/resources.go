@@ -57,7 +57,7 @@ func subresource(sub, parentKind string) (subresourceInfo, bool) {
 // apiResources returns the APIResourceList entries of one group/version,
 // sorted by name as kube-apiserver's installer does ("pods" before
 // "pods/binding" before "pods/status").
-func apiResources(reg *registry.Registry, group, version string) ([]metav1.APIResource, error) {
+func apiResources(reg *registry.Snapshot, group, version string) ([]metav1.APIResource, error) {
 	var out []metav1.APIResource
 	for _, res := range reg.GroupVersionResources(group, version) {
 		verbs := slices.Clone(res.SupportedVerbs())

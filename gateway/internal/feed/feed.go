@@ -56,7 +56,7 @@ type Sink interface {
 // Config configures a Feed.
 type Config struct {
 	Registry  *registry.Registry
-	Ranges    *ranges.Table
+	Ranges    ranges.Source
 	Cache     Lister
 	Hub       Watcher
 	Revisions Revisions
@@ -124,7 +124,7 @@ func New(cfg Config) (*Feed, error) {
 			return nil, fmt.Errorf("cannot make feed: %s is not registered", gvr)
 		}
 		var ids []string
-		for _, rng := range cfg.Ranges.Intersecting(res.ListPrefix("")) {
+		for _, rng := range cfg.Ranges.Current().Intersecting(res.ListPrefix("")) {
 			ids = append(ids, rng.ID)
 		}
 		if len(ids) == 0 {

@@ -17,7 +17,10 @@
 // do not survive compilation, and a wrong "required" would make kubectl's
 // client-side validation reject valid objects.
 //
-// Every document is rendered once, in New, into ready-to-send bytes.
+// Every document is rendered into ready-to-send bytes: in New, and again in
+// the background after the registry changed (a custom resource or an
+// aggregated API came or went; requests get the previous documents until
+// then), when hashes and ETags change with the content.
 package openapi
 
 import (
@@ -30,6 +33,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	openapiv3 "github.com/google/gnostic-models/openapiv3"
@@ -93,19 +98,105 @@ func newDocument(body, pb []byte) document {
 	return document{json: body, protobuf: pb, hash: h, etag: strconv.Quote(h)}
 }
 
-// Documents holds the rendered documents. It is immutable and safe for
-// concurrent use.
+// Documents serves the OpenAPI documents of a registry that may change.
+// It is safe for concurrent use.
 type Documents struct {
+	reg *registry.Registry
+	v   version.Info
+
+	cur atomic.Pointer[rendered]
+
+	mu        sync.Mutex // guards rendering and closed
+	rendering bool       // a render goroutine runs
+	closed    bool
+	wg        sync.WaitGroup // the render goroutine
+}
+
+// rendered is the documents of one registry generation.
+type rendered struct {
+	gen  uint64
 	root document            // /openapi/v3 (JSON only)
 	v3   map[string]document // by "api/v1", "apis/apps/v1", "apis/apps", ...
 	v2   document
+	err  error // rendering gen failed: the documents are the previous ones
 }
 
 // New builds the OpenAPI v3 document of every group/version in reg (and
 // of the group, /api, /apis and /version endpoints), their index, and the
 // OpenAPI v2 document holding every definition; v names the Kubernetes
-// version in the documents' info.
+// version in the documents' info. The documents follow reg's later
+// changes; Close stops following.
 func New(reg *registry.Registry, v version.Info) (*Documents, error) {
+	s := reg.Snapshot()
+	r, err := render(s, v)
+	if err != nil {
+		return nil, err
+	}
+	r.gen = s.Generation()
+	o := &Documents{reg: reg, v: v}
+	o.cur.Store(r)
+	return o, nil
+}
+
+// current returns the latest rendered documents. When the registry has
+// changed since, it starts rendering its current generation in the
+// background: rendering every schema takes seconds, too long to hold a
+// request, so requests get the previous documents until then, as
+// kube-apiserver's OpenAPI follows its CRDs a moment later.
+func (o *Documents) current() *rendered {
+	c := o.cur.Load()
+	if c.gen >= o.reg.Generation() {
+		return c
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rendering || o.closed {
+		return c
+	}
+	o.rendering = true
+	o.wg.Go(o.follow)
+	return c
+}
+
+// follow renders until the documents match the registry's generation.
+func (o *Documents) follow() {
+	for {
+		s := o.reg.Snapshot()
+		c := o.cur.Load()
+		o.mu.Lock()
+		if c.gen >= s.Generation() || o.closed {
+			o.rendering = false
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		r, err := render(s, o.v)
+		if err != nil {
+			r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
+		}
+		r.gen = s.Generation()
+		o.cur.Store(r)
+	}
+}
+
+// Close waits for a render in progress and starts no other.
+func (o *Documents) Close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// Rendered returns the registry generation the served documents
+// describe.
+func (o *Documents) Rendered() uint64 { return o.current().gen }
+
+// Err returns why the documents could not follow the registry's latest
+// change, or nil.
+func (o *Documents) Err() error { return o.current().err }
+
+// render renders the documents of the snapshot reg.
+func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	scheme := reg.Scheme()
 	lists, err := newListTypes(scheme)
 	if err != nil {
@@ -124,7 +215,7 @@ func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 		resourceList:  defs.define(reflect.TypeFor[metav1.APIResourceList]()),
 	}
 
-	o := &Documents{v3: map[string]document{}}
+	o := &rendered{v3: map[string]document{}}
 	docs := map[string]*spec3.OpenAPI{}
 	for _, g := range reg.Groups() {
 		for _, ver := range g.Versions {
@@ -261,7 +352,7 @@ func v2Document(defs3 *definitions, gvks map[reflect.Type][]schema.GroupVersionK
 // DeleteOptions and WatchEvent carry one kind per group/version, as in
 // kube-apiserver) and the kinds of subresources from other groups
 // (autoscaling/v1 Scale, policy/v1 Eviction, ...).
-func kindsByType(reg *registry.Registry) (map[reflect.Type][]schema.GroupVersionKind, error) {
+func kindsByType(reg *registry.Snapshot) (map[reflect.Type][]schema.GroupVersionKind, error) {
 	served := map[schema.GroupVersion]bool{}
 	extra := map[schema.GroupVersionKind]bool{}
 	for _, res := range reg.Resources() {
@@ -305,7 +396,8 @@ func kindsByType(reg *registry.Registry) (map[reflect.Type][]schema.GroupVersion
 // representation the Accept header excludes is a 406 with an empty body,
 // as kube-apiserver answers. ok is false when path is not an OpenAPI
 // document; the router answers those (404).
-func (o *Documents) Serve(path, hash, accept string) (resp Response, ok bool) {
+func (d *Documents) Serve(path, hash, accept string) (resp Response, ok bool) {
+	o := d.current()
 	if len(path) > len(v3Prefix) {
 		path = strings.TrimSuffix(path, "/")
 	}

@@ -69,7 +69,7 @@ func TestOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(o.root.json, again.root.json) || !bytes.Equal(o.v2.json, again.v2.json) {
+	if !bytes.Equal(o.current().root.json, again.current().root.json) || !bytes.Equal(o.current().v2.json, again.current().v2.json) {
 		t.Error("documents differ between two builds")
 	}
 }
@@ -136,7 +136,7 @@ func testIndex(t *testing.T, root openapi3.Root) {
 // testReferences checks every document parses with kube-openapi's spec3
 // types and that each $ref resolves inside the document.
 func testReferences(t *testing.T, o *Documents) {
-	for key, doc := range o.v3 {
+	for key, doc := range o.current().v3 {
 		var parsed spec3.OpenAPI
 		if err := json.Unmarshal(doc.json, &parsed); err != nil {
 			t.Errorf("%s: %v", key, err)
@@ -154,7 +154,7 @@ func testReferences(t *testing.T, o *Documents) {
 		}
 	}
 	var v2 map[string]any
-	if err := json.Unmarshal(o.v2.json, &v2); err != nil {
+	if err := json.Unmarshal(o.current().v2.json, &v2); err != nil {
 		t.Fatal(err)
 	}
 	defs := v2["definitions"].(map[string]any)
@@ -186,7 +186,7 @@ func refs(v any) []string {
 }
 
 func testServe(t *testing.T, o *Documents) {
-	doc := o.v3["apis/apps/v1"]
+	doc := o.current().v3["apis/apps/v1"]
 	tests := []struct {
 		name, path, hash, accept string
 		ok                       bool
@@ -478,7 +478,7 @@ func BenchmarkServe(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hash := o.v3["apis/apps/v1"].hash
+	hash := o.current().v3["apis/apps/v1"].hash
 	b.ReportAllocs()
 	for b.Loop() {
 		if resp, ok := o.Serve("/openapi/v3/apis/apps/v1", hash, "application/json"); !ok || resp.Status != 200 {

@@ -26,7 +26,7 @@ import (
 // Config configures a Feed.
 type Config struct {
 	Registry  *registry.Registry
-	Ranges    *ranges.Table
+	Ranges    ranges.Source
 	Cache     feed.Lister
 	Hub       feed.Watcher
 	Revisions feed.Revisions

@@ -55,7 +55,7 @@ type revisions interface {
 // Config configures a Handler.
 type Config struct {
 	Registry     *registry.Registry
-	Ranges       *ranges.Table
+	Ranges       ranges.Source
 	Store        objectStore
 	Cache        cacheReader
 	Revisions    revisions

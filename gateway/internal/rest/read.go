@@ -48,9 +48,10 @@ func cacheFormat(m negotiate.Media) client.Format {
 }
 
 func (h *Handler) rangeOf(key string) (*ranges.Range, error) {
-	rng, ok := h.cfg.Ranges.Lookup(key)
+	rng, ok := h.cfg.Ranges.Current().Lookup(key)
 	if !ok {
-		return nil, fmt.Errorf("cannot find the range of key %q", key)
+		// The resource was removed after the request found it.
+		return nil, fmt.Errorf("cannot find the range of key %q: %w", key, ErrNotFoundPath)
 	}
 	return rng, nil
 }
@@ -113,9 +114,9 @@ type listPage struct {
 // ranges it spans, all at one revision, starting after afterKey.
 func (h *Handler) readList(ctx context.Context, r *request, o *listOptions, read client.Read, afterKey string, limit int64, format client.Format) (*listPage, error) {
 	prefix := r.res.ListPrefix(r.info.Namespace)
-	rngs := h.cfg.Ranges.Intersecting(prefix)
+	rngs := h.cfg.Ranges.Current().Intersecting(prefix)
 	if len(rngs) == 0 {
-		return nil, fmt.Errorf("cannot find a range for prefix %q", prefix)
+		return nil, fmt.Errorf("cannot find a range for prefix %q: %w", prefix, ErrNotFoundPath)
 	}
 	page := &listPage{}
 	asked := 0

@@ -76,9 +76,9 @@ func (h *Handler) watch(r *request) error {
 		o.fieldSelector = o.fields.String()
 	}
 	prefix := r.res.ListPrefix(r.info.Namespace)
-	rngs := h.cfg.Ranges.Intersecting(prefix)
+	rngs := h.cfg.Ranges.Current().Intersecting(prefix)
 	if len(rngs) == 0 {
-		return fmt.Errorf("cannot find a range for prefix %q", prefix)
+		return fmt.Errorf("cannot find a range for prefix %q: %w", prefix, ErrNotFoundPath)
 	}
 	p := &watchPlan{
 		r:        *r,
@@ -193,6 +193,9 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		since = rev
 	}
 	w, err := h.cfg.Hub.WatchRanges(p.rangeIDs, since, p.filter)
+	if errors.Is(err, watchhub.ErrRangeRemoved) {
+		return // the resource went away meanwhile: end as below
+	}
 	if err != nil {
 		h.sendError(s, enc, err)
 		return
@@ -225,6 +228,11 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 				return
 			case ctx.Err() != nil:
 				return // the client went away
+			case errors.Is(err, watchhub.ErrRangeRemoved):
+				// The resource was removed: like kube-apiserver for a
+				// deleted custom resource, the watch just ends; the
+				// client's next request gets 404.
+				return
 			case errors.Is(err, context.DeadlineExceeded):
 				now := time.Now()
 				if !now.Before(deadline) {

@@ -19,6 +19,8 @@ type feed struct {
 	rangeID string
 	msgs    chan *nats.Msg
 	subs    []*nats.Subscription
+	quit    chan struct{} // closed by end: the range left the table
+	endOnce sync.Once
 
 	mu         sync.Mutex            // guards cursor, watchers, emptySince, stopped
 	cursor     position              // every event at or before it was dispatched
@@ -36,6 +38,7 @@ func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 		msgs:       make(chan *nats.Msg, h.cfg.FeedBuffer),
 		cursor:     through(since),
 		watchers:   map[*Watcher]position{},
+		quit:       make(chan struct{}),
 		emptySince: time.Now(),
 		needRepair: true,
 	}
@@ -76,6 +79,8 @@ func (f *feed) run() {
 		case <-f.hub.ctx.Done():
 			f.stop(ErrClosed)
 			return
+		case <-f.quit:
+			return // stopped by end; the deferred unsubscribe drops NATS
 		case m := <-f.msgs:
 			var ev event.Event
 			if err := ev.Unmarshal(m.Data); err != nil {
@@ -279,6 +284,14 @@ func (f *feed) compacted(cursor position, err error) {
 		}
 	}
 	clear(f.watchers)
+}
+
+// end stops the feed for good: its watchers fail with err now, its run
+// goroutine returns. The hub forgot it already.
+func (f *feed) end(err error) {
+	f.unsubscribe() // first: once a watcher sees err, NATS is dropped
+	f.stop(err)
+	f.endOnce.Do(func() { close(f.quit) })
 }
 
 // stop ends every watcher with err.

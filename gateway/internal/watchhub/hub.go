@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/storage/ranges"
 )
 
 // Source reads a range's window on a cache node: the events after since,
@@ -38,6 +39,11 @@ type Config struct {
 	// RepairTimeout bounds one window read. Default 10s.
 	RepairTimeout time.Duration
 	Metrics       *Metrics // optional
+	// Ranges is the range table; optional. When set, the hub follows it:
+	// a range that leaves the table (its resource was removed) ends its
+	// watchers with ErrRangeRemoved and drops its NATS subscription, and
+	// no new watch starts on it. Nil watches any range id.
+	Ranges ranges.Source
 }
 
 func (c *Config) validate() error {
@@ -77,17 +83,55 @@ func New(cfg Config) (*Hub, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Hub{cfg: cfg, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}}, nil
+	h := &Hub{cfg: cfg, ctx: ctx, cancel: cancel, feeds: map[string]*feed{}}
+	if cfg.Ranges != nil {
+		h.wg.Go(h.follow)
+	}
+	return h, nil
 }
 
 // ErrClosed is returned by Watch after Close.
 var ErrClosed = errors.New("watchhub: closed")
+
+// ErrRangeRemoved ends the watchers of a range that left the range table,
+// as kube-apiserver ends the watches of a deleted custom resource; it is
+// also returned by a Watch on such a range.
+var ErrRangeRemoved = errors.New("watchhub: range removed")
+
+// follow ends the feeds of the ranges that leave the table until the hub
+// closes.
+func (h *Hub) follow() {
+	for {
+		changed := h.cfg.Ranges.Changed()
+		t := h.cfg.Ranges.Current()
+		h.mu.Lock()
+		for id, f := range h.feeds {
+			if _, ok := t.ByID(id); !ok {
+				delete(h.feeds, id)
+				f.end(fmt.Errorf("cannot watch range %s: %w", id, ErrRangeRemoved))
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-changed:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
 
 func (h *Hub) feed(rangeID string, since int64) (*feed, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
+	}
+	if h.cfg.Ranges != nil {
+		// Checked under mu, which follow holds while it ends feeds: a
+		// feed is either refused here or ended there.
+		if _, ok := h.cfg.Ranges.Current().ByID(rangeID); !ok {
+			return nil, fmt.Errorf("cannot watch range %s: %w", rangeID, ErrRangeRemoved)
+		}
 	}
 	if f, ok := h.feeds[rangeID]; ok {
 		return f, nil

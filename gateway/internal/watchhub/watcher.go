@@ -131,6 +131,9 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 			}
 		}
 		if w.needCatchup {
+			if err := w.failed(); err != nil {
+				return Delivery{}, err // no catch-up from a range that ended
+			}
 			if err := w.catchUp(ctx); err != nil {
 				return Delivery{}, err
 			}
@@ -268,6 +271,13 @@ func (w *Watcher) fail(err error) {
 	w.detached = true
 	w.mu.Unlock()
 	w.notify()
+}
+
+// failed returns the error the feed ended the watcher with, or nil.
+func (w *Watcher) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 func (w *Watcher) notify() {
