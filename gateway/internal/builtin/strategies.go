@@ -69,8 +69,8 @@ type strategies struct {
 // and why: they are never stored, so upstream runs no strategy for them.
 var noStrategy = map[schema.GroupResource]string{
 	{Resource: "bindings"}: "create-only: a Binding sets a pod's spec.nodeName through the pod's binding REST, no strategy of its own",
-	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:        "create-only review API: answered, never stored",
-	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:              "create-only review API: answered, never stored",
+	{Group: "authentication.k8s.io", Resource: "selfsubjectreviews"}:       "create-only review API: answered, never stored",
+	{Group: "authentication.k8s.io", Resource: "tokenreviews"}:             "create-only review API: answered, never stored",
 	{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"}: "create-only review API: answered, never stored",
 	{Group: "authorization.k8s.io", Resource: "selfsubjectaccessreviews"}:  "create-only review API: answered, never stored",
 	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"}:   "create-only review API: answered, never stored",
@@ -115,11 +115,11 @@ func newStrategies(resolve resolver.ResourceResolverFunc) map[schema.GroupResour
 		{Group: "batch", Resource: "cronjobs"}:                       {main: cronjob.Strategy, sub: status(cronjob.StatusStrategy)},
 		{Group: "batch", Resource: "jobs"}:                           {main: job.Strategy, sub: status(job.StatusStrategy)},
 
-		{Group: "coordination.k8s.io", Resource: "leases"}:       {main: lease.Strategy},
-		{Group: "discovery.k8s.io", Resource: "endpointslices"}:  {main: endpointslice.Strategy},
-		{Group: "events.k8s.io", Resource: "events"}:             {main: event.Strategy},
-		{Group: "networking.k8s.io", Resource: "ingressclasses"}: {main: ingressclass.Strategy},
-		{Group: "networking.k8s.io", Resource: "ingresses"}:      {main: ingress.Strategy, sub: status(ingress.StatusStrategy)},
+		{Group: "coordination.k8s.io", Resource: "leases"}:        {main: lease.Strategy},
+		{Group: "discovery.k8s.io", Resource: "endpointslices"}:   {main: endpointslice.Strategy},
+		{Group: "events.k8s.io", Resource: "events"}:              {main: event.Strategy},
+		{Group: "networking.k8s.io", Resource: "ingressclasses"}:  {main: ingressclass.Strategy},
+		{Group: "networking.k8s.io", Resource: "ingresses"}:       {main: ingress.Strategy, sub: status(ingress.StatusStrategy)},
 		{Group: "networking.k8s.io", Resource: "networkpolicies"}: {main: networkpolicy.Strategy},
 		{Group: "policy", Resource: "poddisruptionbudgets"}:       {main: poddisruptionbudget.Strategy, sub: status(poddisruptionbudget.StatusStrategy)},
 
