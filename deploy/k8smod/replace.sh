@@ -49,6 +49,7 @@ trap 'rm -f "$block" "$block.mod"' EXIT
 		fi
 	done
 	echo ")"
+	echo # go mod tidy keeps a blank line between a block and a comment
 	echo "$end"
 	echo "replace.sh: $kept staging modules pinned to $staging; not published, left out:${skipped:- none}" >&2
 } >"$block"
