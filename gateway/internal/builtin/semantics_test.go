@@ -34,6 +34,11 @@ func newSemantics(t *testing.T) *Semantics {
 
 func resource(t *testing.T, group, name string) *registry.Resource {
 	t.Helper()
+	return mustResource(t, group, name)
+}
+
+func mustResource(t testing.TB, group, name string) *registry.Resource {
+	t.Helper()
 	for _, r := range registry.Builtin() {
 		if r.Group == group && r.Resource == name {
 			return &r
@@ -42,6 +47,7 @@ func resource(t *testing.T, group, name string) *registry.Resource {
 	t.Fatalf("registry.Builtin() serves no %s in group %q", name, group)
 	return nil
 }
+
 
 // paths returns "Type field" for each error, sorted: what a client sees
 // in the causes of a 422.
