@@ -48,7 +48,6 @@ func mustResource(t testing.TB, group, name string) *registry.Resource {
 	return nil
 }
 
-
 // paths returns "Type field" for each error, sorted: what a client sees
 // in the causes of a 422.
 func paths(errs field.ErrorList) []string {
