@@ -8,6 +8,9 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DATA_DIR ?= .kgate
 LISTEN   ?= 127.0.0.1:6443
 FUZZTIME ?= 30s
+# k8s.io/kubernetes and the staging modules (k8s.io/api, ...) it is built with.
+K8S_VERSION ?= v1.37.2
+K8S_STAGING_VERSION ?= v0.37.2
 
 KUBECTL_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitMajor=1 \
@@ -16,7 +19,7 @@ KUBECTL_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z
 
-.PHONY: help build kubectl run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean
+.PHONY: help build kubectl run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -26,6 +29,10 @@ build: ## build bin/kgate
 
 kubectl: ## build bin/kubectl from its Go module (pinned in cmd/kubectl/go.mod)
 	cd cmd/kubectl && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KUBECTL) .
+
+k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's staging modules, then tidy
+	GO=$(GO) deploy/k8smod/replace.sh $(K8S_VERSION) $(K8S_STAGING_VERSION) go.mod
+	$(GO) mod tidy
 
 run: build ## run kgate dev (embedded etcd and NATS) on $(LISTEN), data in $(DATA_DIR)
 	$(KGATE) dev --data-dir $(DATA_DIR) --listen $(LISTEN)

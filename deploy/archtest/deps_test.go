@@ -13,10 +13,15 @@ import (
 // matched by to. A package outside the module listed in allowedImporters
 // may import to (the dependency then reaches kgate through that upstream
 // package, which kgate is allowed to use); kgate's own packages never may.
+// A chain that passes through a package under one of allowedVia (import
+// path prefixes of upstream packages kgate is mandated to use) is not
+// followed further: what that package needs is upstream's business, as
+// long as no kgate package and no other path leads to to.
 type depRule struct {
 	from             string
 	to               string // an import path, or a module-relative "dir/..." for kgate's own
 	allowedImporters []string
+	allowedVia       []string
 	why              string
 }
 
@@ -36,7 +41,17 @@ var depRules = []depRule{
 		// builder interfaces mention go-restful. Nothing in kgate calls it:
 		// the dependency is linked, not used, and goes when client-go drops it.
 		allowedImporters: []string{"k8s.io/kube-openapi/pkg/common"},
-		why:              "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
+		// Issue 11 mandates k8s.io/kubernetes's strategies and
+		// validation (gateway/internal/builtin). Through them go-restful
+		// is linked, never served: pkg/apis/admissionregistration/validation
+		// → apiserver's admission/plugin/policy/validating → admission/
+		// initializer → cel/openapi/resolver → endpoints/openapi (OpenAPI
+		// type names), and pkg/registry/<group>/<resource> →
+		// apiserver's registry/generic → storage/storagebackend →
+		// storage/etcd3 → util/flowcontrol → server/httplog →
+		// endpoints/metrics (metric labels).
+		allowedVia: []string{"k8s.io/kubernetes/pkg/"},
+		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher",
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},
 	{from: "...", to: "k8s.io/apiserver/pkg/registry/generic/registry",
@@ -84,6 +99,8 @@ func TestDependencies(t *testing.T) {
 			}
 			chain := forbiddenChain(root, imports, matches, func(importer string) bool {
 				return allowed[importer] && !inModule[importer]
+			}, func(ip string) bool {
+				return !inModule[ip] && underAny(ip, r.allowedVia)
 			})
 			if chain == nil {
 				continue
@@ -145,10 +162,22 @@ func matchPattern(modPath, pattern, ip string) bool {
 	return ip == pattern || ip == modPath+"/"+pattern
 }
 
+// underAny reports whether ip is under one of the import path prefixes.
+func underAny(ip string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(ip, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // forbiddenChain returns the shortest import chain from root to a package
 // that imports a forbidden one, unless that importer is allowed to (and
-// then the search goes on through others); nil if there is none.
-func forbiddenChain(root string, imports map[string][]string, forbidden, allowedImporter func(string) bool) []string {
+// then the search goes on through others); nil if there is none. The
+// imports of a package for which via is true are not followed: the
+// dependency may reach kgate through it.
+func forbiddenChain(root string, imports map[string][]string, forbidden, allowedImporter, via func(string) bool) []string {
 	parent := map[string]string{root: ""}
 	queue := []string{root}
 	for len(queue) > 0 {
@@ -162,7 +191,7 @@ func forbiddenChain(root string, imports map[string][]string, forbidden, allowed
 				}
 				return chain
 			}
-			if _, seen := parent[imp]; !seen && !forbidden(imp) {
+			if _, seen := parent[imp]; !seen && !forbidden(imp) && !via(imp) {
 				parent[imp] = ip
 				queue = append(queue, imp)
 			}
@@ -181,9 +210,18 @@ func TestForbiddenChain(t *testing.T) {
 		"k/storage":    {"up/etcd"},
 		"restful":      {"restful/log"},
 		"k/standalone": {},
+		// k/builtin uses the mandated upstream packages (kube/...), which
+		// reach restful on their own; k/mixed also reaches it past them.
+		"k/builtin":       {"kube/strategy"},
+		"kube/strategy":   {"kube/validation", "up/generic"},
+		"kube/validation": {"up/endpoints"},
+		"up/endpoints":    {"restful"},
+		"up/generic":      {"up/endpoints"},
+		"k/mixed":         {"kube/strategy", "up/generic"},
 	}
 	isRestful := func(ip string) bool { return ip == "restful" }
 	viaOpenAPI := func(ip string) bool { return ip == "up/openapi" }
+	viaKube := func(ip string) bool { return strings.HasPrefix(ip, "kube/") }
 	tests := []struct {
 		root string
 		want []string
@@ -192,9 +230,11 @@ func TestForbiddenChain(t *testing.T) {
 		{"k/cachenode", []string{"k/cachenode", "k/helper", "restful"}},
 		{"k/standalone", nil},
 		{"k/helper", []string{"k/helper", "restful"}},
+		{"k/builtin", nil}, // only through the mandated upstream packages
+		{"k/mixed", []string{"k/mixed", "up/generic", "up/endpoints", "restful"}},
 	}
 	for _, tt := range tests {
-		got := forbiddenChain(tt.root, imports, isRestful, viaOpenAPI)
+		got := forbiddenChain(tt.root, imports, isRestful, viaOpenAPI, viaKube)
 		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 			t.Errorf("forbiddenChain(%s) = %q, want %q", tt.root, got, tt.want)
 		}
