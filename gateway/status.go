@@ -55,14 +55,14 @@ type ReplicaStatus struct {
 
 // status builds the cluster status as this gateway sees it.
 func (g *Gateway) status(ctx context.Context) (*Status, error) {
-	rev, err := g.cfg.Revisions.Current(ctx)
+	rev, err := g.d.Backend.Revisions.Current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot learn etcd's revision: %w", err)
 	}
 	st := &Status{Revision: rev}
 	var cacheNodes []string
-	if g.cfg.Members != nil {
-		for _, m := range g.cfg.Members.Members() {
+	if g.d.Members != nil {
+		for _, m := range g.d.Members.Members() {
 			st.Members = append(st.Members, MemberStatus{
 				Name: m.Name, Role: string(m.Role), Addr: m.Addr, ReadAddr: m.ReadAddr,
 				Since: time.Unix(0, m.Epoch).UTC().Format(time.RFC3339),
@@ -72,10 +72,10 @@ func (g *Gateway) status(ctx context.Context) (*Status, error) {
 			}
 		}
 	}
-	for _, r := range g.cfg.Ranges.All() {
+	for _, r := range g.d.Backend.Ranges.All() {
 		rs := RangeStatus{ID: r.ID, Start: r.Start, End: r.End, Owners: ranges.Owners(r.ID, cacheNodes, g.cfg.Replicas)}
-		if g.cfg.Directory != nil {
-			for _, rep := range g.cfg.Directory.Ready(r.ID) {
+		if g.d.Directory != nil {
+			for _, rep := range g.d.Directory.Ready(r.ID) {
 				rs.Replicas = append(rs.Replicas, ReplicaStatus{Node: rep.Node, Primary: rep.Primary, Seen: rep.Seen, Lag: max(0, rev-rep.Seen)})
 			}
 		} else {
