@@ -44,10 +44,12 @@ func (f *fakes) Authenticate(*fasthttp.RequestCtx) (user.Info, error) {
 	return &user.DefaultInfo{Name: "alice"}, nil
 }
 
-func (f *fakes) Audit(_ *fasthttp.RequestCtx, _ *requestinfo.Info, u user.Info) { f.add("audit " + u.GetName()) }
-func (f *fakes) Unauthenticated(*fasthttp.RequestCtx, *requestinfo.Info)        { f.add("unauthenticated") }
-func (f *fakes) Panic(*fasthttp.RequestCtx)                                     { f.add("panic") }
-func (f *fakes) Finish(*fasthttp.RequestCtx, *requestinfo.Info)                 { f.add("finish") }
+func (f *fakes) Audit(_ *fasthttp.RequestCtx, _ *requestinfo.Info, u user.Info) {
+	f.add("audit " + u.GetName())
+}
+func (f *fakes) Unauthenticated(*fasthttp.RequestCtx, *requestinfo.Info) { f.add("unauthenticated") }
+func (f *fakes) Panic(*fasthttp.RequestCtx)                              { f.add("panic") }
+func (f *fakes) Finish(*fasthttp.RequestCtx, *requestinfo.Info)          { f.add("finish") }
 
 func (f *fakes) Admit(*fasthttp.RequestCtx, *requestinfo.Info, user.Info) error {
 	f.add("admit")
