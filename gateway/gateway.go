@@ -28,6 +28,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
+	"github.com/kgate/kgate/gateway/internal/reqmetrics"
 	"github.com/kgate/kgate/gateway/internal/rest"
 	"github.com/kgate/kgate/gateway/internal/route"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
@@ -180,7 +181,7 @@ type Gateway struct {
 	discovery *discovery.Discovery
 	openapi   *openapi.Documents
 	codec     *negotiate.Codec
-	metrics   *metrics
+	metrics   *reqmetrics.Metrics
 	server    *fasthttp.Server
 
 	// The components New builds, closed in reverse order.
@@ -230,7 +231,7 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if g.codec, err = negotiate.NewCodec(b.Registry.Scheme()); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.metrics, err = newMetrics(d.Metrics, d.Gatherer); err != nil {
+	if g.metrics, err = reqmetrics.New(d.Metrics, d.Gatherer); err != nil {
 		return nil, err
 	}
 	if err := g.newReads(); err != nil {

@@ -59,7 +59,7 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 	case path == StatusPath:
 		return g.serveStatus(rc)
 	case path == "/metrics":
-		g.metrics.serve(rc)
+		g.metrics.Serve(rc)
 		return nil
 	case path == "/openapi/v2" || strings.HasPrefix(path, "/openapi/v3"):
 		resp, ok := g.openapi.Serve(path, string(rc.QueryArgs().Peek("hash")), string(rc.Request.Header.Peek("Accept")))

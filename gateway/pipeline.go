@@ -78,10 +78,10 @@ func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 	if rc.Hijacked() {
 		// Watches are counted when they start; their duration is the
 		// stream's, not this handler's.
-		g.metrics.observe(&info, 200, time.Since(start))
+		g.metrics.Observe(&info, 200, time.Since(start))
 		return
 	}
-	g.metrics.observe(&info, rc.Response.StatusCode(), time.Since(start))
+	g.metrics.Observe(&info, rc.Response.StatusCode(), time.Since(start))
 }
 
 func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {

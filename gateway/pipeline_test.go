@@ -17,6 +17,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/reqmetrics"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -93,7 +94,7 @@ func newTestGateway(t *testing.T, f *fakes, checks ...check) *Gateway {
 		t.Fatal(err)
 	}
 	prom := prometheus.NewRegistry()
-	m, err := newMetrics(prom, prom)
+	m, err := reqmetrics.New(prom, prom)
 	if err != nil {
 		t.Fatal(err)
 	}
