@@ -21,20 +21,19 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/kgate/kgate/cachenode/directory"
-	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/access"
+	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/discovery"
+	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
+	"github.com/kgate/kgate/gateway/internal/reqmetrics"
 	"github.com/kgate/kgate/gateway/internal/rest"
 	"github.com/kgate/kgate/gateway/internal/route"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
-	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
-	"github.com/kgate/kgate/storage/ipalloc"
-	"github.com/kgate/kgate/storage/ranges"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // DefaultMaxRequestBodyBytes is kube-apiserver's limit on request bodies.
@@ -43,40 +42,43 @@ const DefaultMaxRequestBodyBytes = 3 << 20
 // DefaultKubernetesVersion is the Kubernetes API version kgate serves.
 const DefaultKubernetesVersion = "v1.37.2"
 
-// Config configures a Gateway.
+// The settings of the gateway's parts, as kube-apiserver's flags.
+type (
+	// AuthConfig: authentication and authorization (--client-ca-file,
+	// --authorization-mode, --service-account-*, --oidc-*, ...).
+	AuthConfig                 = access.Config
+	AuthorizationWebhookConfig = access.AuthorizationWebhookConfig
+	OIDCConfig                 = access.OIDCConfig
+	RequestHeaderConfig        = access.RequestHeaderConfig
+	// AuditConfig, LimitsConfig, ServingTLSConfig: README "Operations".
+	AuditConfig      = guard.AuditConfig
+	LimitsConfig     = guard.LimitsConfig
+	ServingTLSConfig = guard.ServingTLSConfig
+)
+
+// EnsureServiceAccountSigningKey writes a new service-account signing key
+// (RSA, PEM, mode 0600) to file unless the file exists, and checks that
+// it loads. kgate dev keeps one in its data directory.
+func EnsureServiceAccountSigningKey(file string) error {
+	return access.EnsureServiceAccountSigningKey(file)
+}
+
+// OIDCSigningAlgs are the algorithms OIDCConfig.SigningAlgs may name.
+func OIDCSigningAlgs() []string { return access.OIDCSigningAlgs() }
+
+// Config are a gateway's settings.
 type Config struct {
 	// Listen is the host:port to serve HTTPS on.
 	Listen string
 	// TLS is the serving configuration; it must not offer h2.
 	TLS *tls.Config
-
-	Registry  *registry.Registry
-	Codec     *codec.Codec
-	Ranges    ranges.Source // a fixed *ranges.Table or a *ranges.Follower
-	Store     *storage.Store
-	Revisions *revision.Oracle
-	NATS      *nats.Conn
 	// CacheNodes are the read API addresses of the cache nodes serving
 	// every range, best first (one node, or a fixed set). Ignored when
-	// Directory is set.
+	// Deps.Directory is set.
 	CacheNodes []string
-	// Directory tells which cache nodes serve each range (scale-out).
-	Directory *directory.Directory
-	// Members is the cluster membership, for the status endpoint; and
-	// Replicas the number of owners per range. Optional.
-	Members  members
+	// Replicas is the number of owners per range, for the status
+	// endpoint. Default 2.
 	Replicas int
-	// ServiceIPs allocates Service cluster IPs; required.
-	ServiceIPs *ipalloc.Allocator
-
-	// ClientCAFile verifies client certificates (x509 authentication).
-	ClientCAFile string
-	// TokenAuthFile is a kube-apiserver static token file.
-	TokenAuthFile string
-	// AnonymousAuth admits requests without credentials as
-	// system:anonymous.
-	AnonymousAuth bool
-
 	// KubernetesVersion is the Kubernetes version the gateway speaks, as
 	// /version reports it. Default DefaultKubernetesVersion.
 	KubernetesVersion string
@@ -94,52 +96,13 @@ type Config struct {
 	// ShutdownGrace bounds how long Run waits for requests in flight after
 	// its context ends. Default 10s.
 	ShutdownGrace time.Duration
-
-	Logger *slog.Logger
-	// Metrics is where the gateway registers its metrics; Gatherer serves
-	// /metrics. Both required.
-	Metrics  prometheus.Registerer
-	Gatherer prometheus.Gatherer
-
-	// Authentication and authorization.
-	// AuthorizationModes are the --authorization-mode values, asked in
-	// order after system:masters: RBAC, AlwaysAllow, AlwaysDeny, Webhook.
-	// Default RBAC.
-	AuthorizationModes []string
-	// AuthorizationWebhook configures mode Webhook (auth.go).
-	AuthorizationWebhook AuthorizationWebhookConfig
-	// ServiceAccountIssuers are the --service-account-issuer values: the
-	// first is written into issued tokens, all are accepted. Required
-	// with either key option.
-	ServiceAccountIssuers []string
-	// ServiceAccountKeyFiles hold the keys verifying service-account
-	// tokens (--service-account-key-file); the signing key's public half
-	// is added.
-	ServiceAccountKeyFiles []string
-	// ServiceAccountSigningKeyFile signs TokenRequest tokens
-	// (--service-account-signing-key-file); without it TokenRequest is 404.
-	ServiceAccountSigningKeyFile string
-	// APIAudiences are the audiences of the API (--api-audiences).
-	// Default: ServiceAccountIssuers.
-	APIAudiences []string
-	// AggregateClusterRoles writes the rules of aggregated ClusterRoles
-	// into their stored objects (kube-controller-manager's
-	// clusterrole-aggregation controller), for clusters without a
-	// controller manager. Needs the RBAC mode.
-	AggregateClusterRoles bool
 	// QuotaRecountInterval, when positive, recounts every ResourceQuota's
 	// status.used from the objects this often (kube-controller-manager's
-	// resourcequota resync), correcting what admission's bookkeeping
-	// missed. Zero: off.
+	// resourcequota resync). Zero: off.
 	QuotaRecountInterval time.Duration
-	// OIDC accepts ID tokens of an OpenID Connect issuer (--oidc-*).
-	OIDC OIDCConfig
-	// RequestHeader trusts front proxies' identity headers
-	// (--requestheader-*); their CAs are added to TLS.ClientCAs when it
-	// has some.
-	RequestHeader RequestHeaderConfig
 
-	// Audit, limits and serving TLS (guard.go; README "Operations").
+	// Auth is authentication and authorization.
+	Auth AuthConfig
 	// Audit writes audit.k8s.io/v1 events; off without a policy file.
 	Audit AuditConfig
 	// Limits are the in-flight, per-user rate, watch and list-bytes
@@ -150,17 +113,34 @@ type Config struct {
 	ServingTLS ServingTLSConfig
 }
 
-func (c *Config) validate() error {
+// Deps are the built objects a gateway runs on. The caller owns them:
+// Close leaves them open.
+type Deps struct {
+	// Backend is the storage stack; required.
+	Backend *backend.Backend
+	// NATS carries the watch feeds; required.
+	NATS *nats.Conn
+	// Directory tells which cache nodes serve each range (scale-out);
+	// without it reads go to Config.CacheNodes.
+	Directory *directory.Directory
+	// Members is the cluster membership, for the status endpoint.
+	// Optional.
+	Members members
+	// Logger is required. Metrics is where the gateway registers its
+	// metrics; Gatherer serves /metrics. Both required.
+	Logger   *slog.Logger
+	Metrics  prometheus.Registerer
+	Gatherer prometheus.Gatherer
+}
+
+func validate(c *Config, d *Deps) error {
 	switch {
 	case c.Listen == "" || c.TLS == nil:
 		return errors.New("cannot make gateway: Listen and TLS are required")
-	case c.Registry == nil || c.Codec == nil || c.Ranges == nil || c.Store == nil || c.Revisions == nil || (len(c.CacheNodes) == 0 && c.Directory == nil) || c.NATS == nil || c.ServiceIPs == nil:
-		return errors.New("cannot make gateway: registry, codec, ranges, store, revisions, cache, NATS and service IPs are required")
-	case c.Logger == nil || c.Metrics == nil || c.Gatherer == nil:
+	case d.Backend == nil || d.NATS == nil || (len(c.CacheNodes) == 0 && d.Directory == nil):
+		return errors.New("cannot make gateway: the backend, NATS and cache nodes (or a directory) are required")
+	case d.Logger == nil || d.Metrics == nil || d.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
-	}
-	if err := c.validateAuthn(); err != nil {
-		return err
 	}
 	for _, p := range c.TLS.NextProtos {
 		if p == "h2" {
@@ -184,93 +164,109 @@ func (c *Config) validate() error {
 
 // Gateway serves the Kubernetes API.
 type Gateway struct {
-	cfg       Config
-	authn     *authn.Authenticator
+	cfg Config
+	d   Deps
+	log *slog.Logger
+	reg *registry.Registry
+
+	// The request pipeline (pipeline.go), each step behind the interface
+	// it declares.
+	authn   authenticator
+	guard   requestGuard
+	authz   authorizer
+	reviews reviews
+	rest    resources
+	checks  []check // /readyz, /healthz (health.go)
+
 	discovery *discovery.Discovery
 	openapi   *openapi.Documents
 	codec     *negotiate.Codec
-	hub       *watchhub.Hub
-	router    *route.Router
-	rest      *rest.Handler
-	metrics   *metrics
+	metrics   *reqmetrics.Metrics
 	server    *fasthttp.Server
+
+	// The components New builds, closed in reverse order.
+	access *access.Access
+	chain  *chain.Admission
+	guards *guard.Guard
+	hub    *watchhub.Hub
+	router *route.Router
+	tls    *tls.Config
 
 	base       context.Context // cancelled when shutdown starts: ends watches
 	cancelBase context.CancelFunc
+	stopOnce   sync.Once // stopBackground
 
 	mu       sync.Mutex // guards listener
 	listener net.Listener
 	ready    chan struct{} // closed once listening
-
-	auth authState // authorizer, RBAC feed, service-account tokens, reviews (auth.go)
-
-	guard guardState // audit, fairness, certificate reload (guard.go)
 }
 
-// New builds a gateway; Run serves it.
-func New(cfg Config) (*Gateway, error) {
-	if err := cfg.validate(); err != nil {
+// New builds a gateway; Run serves it, Close releases what New built.
+func New(cfg Config, d Deps) (_ *Gateway, err error) {
+	if err := validate(&cfg, &d); err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, ready: make(chan struct{})}
+	b := d.Backend
+	g := &Gateway{cfg: cfg, d: d, log: d.Logger, reg: b.Registry, ready: make(chan struct{})}
+	g.base, g.cancelBase = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
 	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.discovery, err = discovery.New(cfg.Registry, v); err != nil {
+	if g.discovery, err = discovery.New(b.Registry, v); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.openapi, err = openapi.New(cfg.Registry, v); err != nil {
+	if g.openapi, err = openapi.New(b.Registry, v); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.codec, err = negotiate.NewCodec(cfg.Registry.Scheme()); err != nil {
+	if g.codec, err = negotiate.NewCodec(b.Registry.Scheme()); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if g.metrics, err = newMetrics(cfg.Metrics, cfg.Gatherer); err != nil {
+	if g.metrics, err = reqmetrics.New(d.Metrics, d.Gatherer); err != nil {
 		return nil, err
 	}
-	hubMetrics, err := watchhub.NewMetrics(cfg.Metrics)
+	if err := g.newReads(); err != nil {
+		return nil, err
+	}
+	if g.access, err = access.New(cfg.Auth, access.Deps{
+		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: g.router, Hub: g.hub,
+		Revisions: b.Revisions, Negotiate: g.codec, Logger: d.Logger, Metrics: d.Metrics,
+	}); err != nil {
+		return nil, err
+	}
+	if g.chain, err = chain.New(chain.Config{QuotaRecountInterval: cfg.QuotaRecountInterval}, chain.Deps{
+		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: g.router, Hub: g.hub,
+		Revisions: b.Revisions, Authorizer: g.access.Authorizer(), Escalation: g.access.Escalation(), Logger: d.Logger,
+	}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.guards, err = guard.New(guard.Config{
+		Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, RequestHeaderClientCAFile: cfg.Auth.RequestHeader.ClientCAFile,
+	}, guard.Deps{TLS: cfg.TLS, NATS: d.NATS, Base: g.base, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+		return nil, err
+	}
+	g.tls = g.guards.TLS()
+	restMetrics, err := rest.NewMetrics(d.Metrics)
 	if err != nil {
 		return nil, err
 	}
-	routeMetrics, err := route.NewMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	restMetrics, err := rest.NewMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	var replicas route.Replicas = route.Static(cfg.CacheNodes)
-	if cfg.Directory != nil {
-		replicas = directoryReplicas{cfg.Directory}
-	}
-	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.hub, err = watchhub.New(watchhub.Config{NATS: cfg.NATS, Source: g.router, Ranges: cfg.Ranges, Logger: cfg.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	g.base, g.cancelBase = context.WithCancel(context.Background())
-	if err := g.newAuth(); err != nil {
-		g.hub.Close()
-		return nil, err
-	}
-	if err := g.newGuard(); err != nil {
-		g.hub.Close()
-		return nil, err
-	}
-	g.rest, err = rest.New(g.base, rest.Config{
-		Registry: cfg.Registry, Ranges: cfg.Ranges, Store: cfg.Store, Cache: g.router, Metrics: restMetrics,
-		Revisions: cfg.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: cfg.Codec, ServiceIPs: cfg.ServiceIPs,
-		Logger: cfg.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
+	rh, err := rest.New(g.base, rest.Config{
+		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
+		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
+		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
-		Admission:              admission{g},
+		Admission:              g.chain,
 	})
 	if err != nil {
-		g.hub.Close()
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
+	g.authn, g.guard, g.authz, g.reviews, g.rest = g.access, g.guards, g.access, g.access, rh
+	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{
 		Handler:                       g.handle,
 		ErrorHandler:                  g.readError,
@@ -281,9 +277,33 @@ func New(cfg Config) (*Gateway, error) {
 		DisablePreParseMultipartForm:  true,
 		NoDefaultServerHeader:         true,
 		DisableHeaderNamesNormalizing: false,
-		Logger:                        fasthttpLogger{cfg.Logger},
+		Logger:                        fasthttpLogger{d.Logger},
 	}
 	return g, nil
+}
+
+// newReads builds the read path: the router to cache node replicas and
+// the watch hub over NATS.
+func (g *Gateway) newReads() error {
+	hubMetrics, err := watchhub.NewMetrics(g.d.Metrics)
+	if err != nil {
+		return err
+	}
+	routeMetrics, err := route.NewMetrics(g.d.Metrics)
+	if err != nil {
+		return err
+	}
+	var replicas route.Replicas = route.Static(g.cfg.CacheNodes)
+	if g.d.Directory != nil {
+		replicas = directoryReplicas{g.d.Directory}
+	}
+	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.hub, err = watchhub.New(watchhub.Config{NATS: g.d.NATS, Source: g.router, Ranges: g.d.Backend.Ranges, Logger: g.log.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return nil
 }
 
 // Addr returns the address the gateway listens on, once Run has started
@@ -300,7 +320,7 @@ func (g *Gateway) Addr() string {
 // Serving reports whether the gateway can serve reads: every range of the
 // current table has a cache node replica it knows ready.
 func (g *Gateway) Serving(ctx context.Context) error {
-	return g.router.Ready(ctx, g.cfg.Ranges.Current())
+	return g.router.Ready(ctx, g.d.Backend.Ranges.Current())
 }
 
 // Ready is closed once the gateway accepts connections.
@@ -308,50 +328,92 @@ func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 
 // Run serves until ctx ends, then stops accepting, ends watches (with a
 // final bookmark for those that asked for bookmarks) and waits for
-// requests in flight, at most ShutdownGrace.
+// requests in flight, at most ShutdownGrace. A gateway runs once: when
+// Run returns, for whatever reason, everything New built is closed.
 func (g *Gateway) Run(ctx context.Context) error {
+	defer g.Close()
+	t0 := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := bootstrap.Ensure(bctx, g.cfg.Store, g.cfg.Registry)
+	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg)
 	cancel()
 	if err != nil {
 		return err
 	}
+	g.log.Debug("gateway started", "step", "bootstrap", "took", time.Since(t0))
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
 	}
-	g.startAuth()
-	defer g.startGuard()()
-	ln = trackConns(ln)
+	// In order; stopBackground and Close stop them in reverse.
+	g.step("started", "access", g.access.Start)
+	g.step("started", "admission", g.chain.Start)
+	g.step("started", "guard", g.guards.Start)
+	ln = guard.TrackConns(ln)
 	g.mu.Lock()
 	g.listener = ln
 	g.mu.Unlock()
 	close(g.ready)
-	g.cfg.Logger.Info("gateway serving", "addr", ln.Addr().String())
+	g.log.Info("gateway serving", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- g.server.Serve(tls.NewListener(ln, g.cfg.TLS)) }()
+	go func() { errc <- g.server.Serve(tls.NewListener(ln, g.tls)) }()
 	select {
 	case err := <-errc:
-		g.shutdown()
 		return fmt.Errorf("cannot serve: %w", err)
 	case <-ctx.Done():
 	}
-	g.shutdown()
+	g.stopBackground()
+	t0 = time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
 	if err := g.server.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cannot shut down: %w", err)
 	}
 	<-errc
+	g.log.Debug("gateway stopped", "step", "server", "took", time.Since(t0))
 	return nil
 }
 
-func (g *Gateway) shutdown() {
-	g.cancelBase()
-	g.stopAuth()
-	g.hub.Close()
-	g.router.Close()
-	g.openapi.Close()
+// step runs one start or stop step and logs how long it took.
+func (g *Gateway) step(what, name string, f func()) {
+	t0 := time.Now()
+	f()
+	g.log.Debug("gateway "+what, "step", name, "took", time.Since(t0))
+}
+
+// stopBackground starts the shutdown: it ends watches (base), then stops
+// the admission and RBAC feeds, the hub and the router, in reverse order
+// of start. Requests in flight may still finish. Parts New did not get to
+// build are skipped.
+func (g *Gateway) stopBackground() {
+	g.stopOnce.Do(func() {
+		g.cancelBase()
+		if g.chain != nil {
+			g.step("stopped", "admission", g.chain.Close)
+		}
+		if g.access != nil {
+			g.step("stopped", "access", g.access.Close)
+		}
+		if g.hub != nil {
+			g.step("stopped", "watch hub", func() { g.hub.Close() })
+		}
+		if g.router != nil {
+			g.step("stopped", "router", func() { g.router.Close() })
+		}
+		if g.openapi != nil {
+			g.step("stopped", "openapi", func() { g.openapi.Close() })
+		}
+	})
+}
+
+// Close releases what New built: feeds, hub, router, audit writer and
+// certificate reloader. Run closes the gateway when it returns; Close is
+// for a gateway that does not run. It may be called more than once.
+func (g *Gateway) Close() error {
+	g.stopBackground()
+	if g.guards != nil {
+		g.step("stopped", "guard", g.guards.Close)
+	}
+	return nil
 }
 
 // directoryReplicas routes reads to the ready replicas the directory

@@ -46,35 +46,44 @@ func (g *Gateway) serveHealth(rc *fasthttp.RequestCtx, info *requestinfo.Info, p
 	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
 		return rest.ErrNotFoundPath
 	}
-	g.startAudit(rc, info, u)
+	g.guard.Audit(rc, info, u)
 	if !rc.IsGet() && !rc.IsHead() {
 		return apierror.MethodNotSupported(schema.GroupResource{}, string(rc.Method()))
 	}
 	return g.health(rc, path)
 }
 
+// check is one health check.
+type check struct {
+	name string
+	run  func(context.Context) error
+}
+
+// readyChecks are the checks of /readyz and /healthz; /livez runs the
+// first, ping.
+func (g *Gateway) readyChecks() []check {
+	return []check{
+		{"ping", func(context.Context) error { return nil }},
+		{"etcd", func(ctx context.Context) error { _, err := g.d.Backend.Revisions.Current(ctx); return err }},
+		{"cachenode", func(ctx context.Context) error { return g.Serving(ctx) }},
+		{"nats", func(context.Context) error {
+			if !g.d.NATS.IsConnected() {
+				return fmt.Errorf("not connected")
+			}
+			return nil
+		}},
+		{"rbac", g.access.Ready},
+		{"shutdown", func(context.Context) error { return g.base.Err() }},
+	}
+}
+
 // health serves /livez, /healthz and /readyz as kube-apiserver does: "ok"
 // or 500 with the failed checks; ?verbose lists every check, ?exclude=
 // skips one; <root>/<check> runs one check.
 func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
-	type check struct {
-		name string
-		run  func(context.Context) error
-	}
-	checks := []check{{"ping", func(context.Context) error { return nil }}}
-	if path != "/livez" {
-		checks = append(checks,
-			check{"etcd", func(ctx context.Context) error { _, err := g.cfg.Revisions.Current(ctx); return err }},
-			check{"cachenode", func(ctx context.Context) error { return g.Serving(ctx) }},
-			check{"nats", func(context.Context) error {
-				if !g.cfg.NATS.IsConnected() {
-					return fmt.Errorf("not connected")
-				}
-				return nil
-			}},
-			check{"rbac", g.rbacReady},
-			check{"shutdown", func(context.Context) error { return g.base.Err() }},
-		)
+	checks := slices.Clone(g.checks) // ?exclude deletes in place
+	if path == "/livez" {
+		checks = checks[:1]
 	}
 	root, only, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 	path = "/" + root

@@ -11,6 +11,7 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
@@ -50,16 +51,13 @@ func Start(t testing.TB, configure ...func(*cachenode.Config)) *Env {
 	}
 	t.Cleanup(nc.Close)
 
-	reg, err := registry.NewBuiltin()
+	b, err := backend.Open(backend.Config{Etcd: etcd, Logger: storagetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := ranges.Default(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(b.Close)
 	cfg := cachenode.Config{
-		Etcd: etcd, NATS: nc, Registry: reg, Codec: codec.New(reg.Scheme()), Ranges: table,
+		Etcd: etcd, NATS: nc, Registry: b.Registry, Codec: b.Codec, Ranges: b.Ranges,
 		Listen:           "127.0.0.1:0",
 		ProgressInterval: 200 * time.Millisecond,
 		Logger:           storagetest.Logger(t),
@@ -86,15 +84,13 @@ func Start(t testing.TB, configure ...func(*cachenode.Config)) *Env {
 	}
 	t.Cleanup(func() { c.Close() })
 
-	deadline := time.Now().Add(30 * time.Second)
-	for !node.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("cache node not ready after 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	if err := node.WaitReady(rctx); err != nil {
+		t.Fatalf("cache node not ready: %v", err)
 	}
 	return &Env{
-		Etcd: etcd, NATSURL: ns.ClientURL(), NATS: nc, Registry: reg, Codec: cfg.Codec,
-		Ranges: table, Node: node, Client: c,
+		Etcd: etcd, NATSURL: ns.ClientURL(), NATS: nc, Registry: b.Registry, Codec: b.Codec,
+		Ranges: b.Ranges.Current(), Node: node, Client: c,
 	}
 }

@@ -150,13 +150,14 @@ func (a *authFlags) webhookConfig() gateway.AuthorizationWebhookConfig {
 
 // gateway sets the gateway's options.
 func (a *authFlags) gateway(cfg *gateway.Config) {
-	cfg.AuthorizationModes = a.modeList()
-	cfg.AuthorizationWebhook = a.webhookConfig()
-	cfg.ServiceAccountKeyFiles, cfg.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
-	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
-	cfg.AggregateClusterRoles = *a.aggregate
+	ac := &cfg.Auth
+	ac.AuthorizationModes = a.modeList()
+	ac.AuthorizationWebhook = a.webhookConfig()
+	ac.ServiceAccountKeyFiles, ac.ServiceAccountSigningKeyFile = a.keyFiles, *a.signingKey
+	ac.ServiceAccountIssuers, ac.APIAudiences = a.issuers, a.audiences
+	ac.AggregateClusterRoles = *a.aggregate
 	cfg.QuotaRecountInterval = *a.recount
-	cfg.OIDC, cfg.RequestHeader = a.oidc, a.requestHeader
+	ac.OIDC, ac.RequestHeader = a.oidc, a.requestHeader
 }
 
 // dev sets kgate dev's options.

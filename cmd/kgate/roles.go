@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -16,19 +15,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/kgate/kgate/cachenode"
+	"github.com/kgate/kgate/cachenode/health"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
-	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
-	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // backendFlags are the flags both production roles take.
@@ -65,53 +61,64 @@ func (f backendFlags) membership() role.Membership {
 	return m
 }
 
-// backends are the connections a role runs on.
+// backends are the connections and the storage stack a role runs on.
 type backends struct {
-	log    *slog.Logger
-	etcd   *clientv3.Client
-	nats   *nats.Conn
-	reg    *registry.Registry
-	codec  *codec.Codec
-	ranges *ranges.Table
-	prom   *prometheus.Registry
+	log     *slog.Logger
+	etcd    *clientv3.Client
+	nats    *nats.Conn
+	storage *backend.Backend
+	prom    *prometheus.Registry
 }
 
-func (f backendFlags) connect(name string) (*backends, error) {
+// connect connects to etcd and NATS and opens the storage stack, in that
+// order; close undoes it in reverse.
+func (f backendFlags) connect(name, serviceCIDR string) (_ *backends, err error) {
 	log, err := newLogger(*f.logLevel)
 	if err != nil {
 		return nil, err
 	}
+	splits, err := ranges.ParseSplits(*f.splits)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse --range-splits: %w", err)
+	}
 	b := &backends{log: log, prom: prometheus.NewRegistry()}
 	b.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	t0 := time.Now()
 	if b.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
 	}); err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
 	}
+	log.Info("etcd client ready", "took", time.Since(t0))
+	t0 = time.Now()
 	if b.nats, err = nats.Connect(*f.natsURL, nats.Name(name), nats.MaxReconnects(-1)); err != nil {
-		b.etcd.Close()
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}
-	if b.reg, err = registry.NewBuiltin(); err != nil {
-		b.close()
+	log.Info("NATS connected", "took", time.Since(t0))
+	t0 = time.Now()
+	if b.storage, err = backend.Open(backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Logger: log}); err != nil {
 		return nil, err
 	}
-	b.codec = codec.New(b.reg.Scheme())
-	splits, err := ranges.ParseSplits(*f.splits)
-	if err != nil {
-		b.close()
-		return nil, fmt.Errorf("cannot parse --range-splits: %w", err)
-	}
-	if b.ranges, err = ranges.WithSplits(b.reg, splits); err != nil {
-		b.close()
-		return nil, err
-	}
+	log.Info("storage opened", "took", time.Since(t0))
 	return b, nil
 }
 
+// close closes what connect opened, in reverse order.
 func (b *backends) close() {
-	b.nats.Close()
-	b.etcd.Close()
+	if b.storage != nil {
+		b.storage.Close()
+	}
+	if b.nats != nil {
+		b.nats.Close()
+	}
+	if b.etcd != nil {
+		b.etcd.Close()
+	}
 }
 
 func runGateway(ctx context.Context, args []string) error {
@@ -139,46 +146,32 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot load serving certificate: %w", err)
 	}
-	b, err := bf.connect("kgate-gateway")
+	b, err := bf.connect("kgate-gateway", *serviceCIDR)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	store, err := storage.New(storage.Config{Client: b.etcd, Registry: b.reg, Codec: b.codec, Logger: b.log.With("component", "storage")})
-	if err != nil {
-		return err
-	}
-	oracle, err := revision.New(revision.Config{KV: b.etcd, Logger: b.log.With("component", "revision")})
-	if err != nil {
-		return err
-	}
-	defer oracle.Close()
-	ips, err := ipalloc.New(ipalloc.Config{Client: b.etcd, CIDR: *serviceCIDR, Logger: b.log.With("component", "ipalloc")})
-	if err != nil {
-		return err
-	}
 	cfg := gateway.Config{
 		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)),
 		TLS: &tls.Config{
 			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
-		Registry: b.reg, Codec: b.codec, Ranges: b.ranges, Store: store, Revisions: oracle, NATS: b.nats, ServiceIPs: ips,
-		ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous, Build: version,
-		ConsistentReadFallback: *fallback,
-		Logger:                 b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom,
+		Auth:  gateway.AuthConfig{ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous},
+		Build: version, ConsistentReadFallback: *fallback,
 	}
+	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)
 	of.gateway(&cfg, *certFile, *keyFile)
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
-		gw, err := gateway.New(cfg)
+		gw, err := gateway.New(cfg, deps)
 		if err != nil {
 			return err
 		}
 		return gw.Run(ctx)
 	}
-	gw, err := role.NewGateway(role.GatewayConfig{Gateway: cfg, Membership: bf.membership(), Logger: b.log, Metrics: b.prom})
+	gw, err := role.NewGateway(role.GatewayConfig{Gateway: cfg, Deps: deps, Membership: bf.membership(), Logger: b.log, Metrics: b.prom})
 	if err != nil {
 		return err
 	}
@@ -195,14 +188,14 @@ func runCachenode(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b, err := bf.connect("kgate-cachenode")
+	b, err := bf.connect("kgate-cachenode", "")
 	if err != nil {
 		return err
 	}
 	defer b.close()
 	c, err := role.NewCacheNode(role.CacheNodeConfig{
 		Node: cachenode.Config{
-			Etcd: b.etcd, NATS: b.nats, Registry: b.reg, Codec: b.codec, Ranges: b.ranges,
+			Etcd: b.etcd, NATS: b.nats, Registry: b.storage.Registry, Codec: b.storage.Codec, Ranges: b.storage.Ranges,
 			Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
 			Window: *window,
 		},
@@ -211,28 +204,10 @@ func runCachenode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	node := c.Node
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(b.prom, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !node.Ready() {
-			http.Error(w, "[-]ranges not synced", http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprint(w, "ok")
-	})
-	srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	defer srv.Close()
-	runErr := c.Run(ctx)
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("cannot serve metrics: %w", err)
-		}
-	default:
+	hs, err := health.New(health.Config{Listen: *metricsAddr, Ready: c.Node.Ready, Gatherer: b.prom})
+	if err != nil {
+		c.Close()
+		return err
 	}
-	return runErr
+	return role.RunAll(ctx, map[string]func(context.Context) error{"cache node": c.Run, "health": hs.Run})
 }

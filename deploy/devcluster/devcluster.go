@@ -28,13 +28,10 @@ import (
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
-	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/embedded"
-	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // Config configures an all-in-one kgate.
@@ -124,7 +121,7 @@ type Cluster struct {
 	etcdClient *clientv3.Client
 	nats       *natsembed.Server
 	conns      []*nats.Conn
-	oracle     *revision.Oracle
+	storage    *backend.Backend
 	Nodes      []*role.CacheNode
 	Gateways   []*role.Gateway
 
@@ -188,23 +185,18 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	}
 	log.Info("nats started", "url", c.nats.ClientURL(), "took", time.Since(t0))
 
-	reg := cfg.Resources
-	if reg == nil {
-		if reg, err = registry.NewBuiltin(); err != nil {
-			return err
-		}
-	}
-	cdc := codec.New(reg.Scheme())
 	splits := ranges.Config{}
 	if cfg.Splits != nil {
 		splits = *cfg.Splits
 	} else if cfg.CacheNodes > 1 {
 		splits = ranges.DefaultSplits()
 	}
-	table, err := ranges.Follow(reg, splits)
-	if err != nil {
+	t0 = time.Now()
+	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR, Logger: log}); err != nil {
 		return err
 	}
+	log.Info("storage opened", "took", time.Since(t0))
+	b := c.storage
 	fast := cluster.Fast()
 	var seeds []string
 	t0 = time.Now()
@@ -216,7 +208,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		name := fmt.Sprintf("cachenode-%d", i)
 		node, err := role.NewCacheNode(role.CacheNodeConfig{
 			Node: cachenode.Config{
-				Etcd: c.etcdClient, NATS: nc, Registry: reg, Codec: cdc, Ranges: table, Listen: "127.0.0.1:0",
+				Etcd: c.etcdClient, NATS: nc, Registry: b.Registry, Codec: b.Codec, Ranges: b.Ranges, Listen: "127.0.0.1:0",
 				Window:  cfg.Window,
 				Logger:  log.With("component", "cachenode", "node", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"cachenode": name}, c.Registry),
@@ -234,11 +226,11 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		c.run(runCtx, name, node.Run)
 	}
 	for _, n := range c.Nodes {
-		if err := waitReady(ctx, n.Node.Ready, c.failed); err != nil {
+		if err := c.waitNode(ctx, n); err != nil {
 			return fmt.Errorf("cannot start cache node %s: %w", n.Name(), err)
 		}
 	}
-	log.Info("cache nodes ready", "nodes", len(c.Nodes), "ranges", len(table.Current().All()), "took", time.Since(t0))
+	log.Info("cache nodes ready", "nodes", len(c.Nodes), "ranges", len(b.Ranges.Current().All()), "took", time.Since(t0))
 
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
@@ -259,17 +251,6 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	store, err := storage.New(storage.Config{Client: c.etcdClient, Registry: reg, Codec: cdc, Logger: log.With("component", "storage")})
-	if err != nil {
-		return err
-	}
-	if c.oracle, err = revision.New(revision.Config{KV: c.etcdClient, Logger: log.With("component", "revision")}); err != nil {
-		return err
-	}
-	ips, err := ipalloc.New(ipalloc.Config{Client: c.etcdClient, CIDR: cfg.ServiceCIDR, Logger: log.With("component", "ipalloc")})
-	if err != nil {
-		return err
-	}
 	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := cfg.serviceAccountDefaults(); err != nil {
 		return err
@@ -278,6 +259,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if servingTLS.CertFile == "" && servingTLS.KeyFile == "" {
 		servingTLS.CertFile, servingTLS.KeyFile = c.Bundle.ServingCertFile, c.Bundle.ServingKeyFile
 	}
+	t0 = time.Now()
 	for i := range cfg.Gateways {
 		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i))
 		if err != nil {
@@ -287,20 +269,22 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		gw, err := role.NewGateway(role.GatewayConfig{
 			Gateway: gateway.Config{
 				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg,
-				Registry: reg, Codec: cdc, Ranges: table, Store: store, Revisions: c.oracle, NATS: nc, ServiceIPs: ips,
-				Replicas:     cfg.Replicas,
-				ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
-				Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
-				Logger:  log.With("component", "gateway", "gateway", name),
+				Replicas: cfg.Replicas, Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
+				Auth: gateway.AuthConfig{
+					ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
+					AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
+					AuthorizationWebhook:   cfg.AuthorizationWebhook,
+					ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
+					// kgate dev has no controller manager to do it.
+					AggregateClusterRoles: true,
+					OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
+				},
+				QuotaRecountInterval: cfg.QuotaRecountInterval,
+				Audit:                cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
+			},
+			Deps: gateway.Deps{
+				Backend: b, NATS: nc, Logger: log.With("component", "gateway", "gateway", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
-				AuthorizationModes: cfg.AuthorizationModes, ServiceAccountIssuers: cfg.ServiceAccountIssuers, APIAudiences: cfg.APIAudiences,
-				AuthorizationWebhook:   cfg.AuthorizationWebhook,
-				ServiceAccountKeyFiles: cfg.ServiceAccountKeyFiles, ServiceAccountSigningKeyFile: cfg.ServiceAccountSigningKeyFile,
-				// kgate dev has no controller manager to do it.
-				AggregateClusterRoles: true,
-				QuotaRecountInterval:  cfg.QuotaRecountInterval,
-				OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
-				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 			},
 			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
 			Logger:     log.With("gateway", name),
@@ -320,6 +304,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	if err := c.waitServing(ctx); err != nil {
 		return err
 	}
+	log.Info("gateways serving", "gateways", len(c.Gateways), "took", time.Since(t0))
 	go func() { c.wg.Wait(); close(c.done) }()
 	log.Info("kgate dev ready", "addr", c.Addr(), "kubeconfig", c.Bundle.KubeconfigFile,
 		"cachenodes", len(c.Nodes), "gateways", len(c.Gateways))
@@ -378,19 +363,24 @@ func (c *Cluster) err() error {
 	return errors.Join(c.errs...)
 }
 
-func waitReady(ctx context.Context, ready func() bool, failed <-chan struct{}) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for !ready() {
+// waitNode waits until a cache node is ready, or a role failed.
+func (c *Cluster) waitNode(ctx context.Context, n *role.CacheNode) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
-		case <-failed:
-			return errors.New("stopped before ready")
+		case <-c.failed:
+			cancel()
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
 		}
+	}()
+	err := n.Node.WaitReady(ctx)
+	select {
+	case <-c.failed:
+		return errors.New("stopped before ready")
+	default:
 	}
-	return nil
+	return err
 }
 
 // Addr is the first gateway's HTTPS address.
@@ -412,8 +402,8 @@ func (c *Cluster) Close() error {
 		c.cancel()
 	}
 	c.wg.Wait()
-	if c.oracle != nil {
-		c.oracle.Close()
+	if c.storage != nil {
+		c.storage.Close()
 	}
 	for _, nc := range c.conns {
 		nc.Close()

@@ -109,6 +109,9 @@ func (c *CacheNode) status() []directory.RangeStatus {
 	return out
 }
 
+// Close releases a cache node role that will not run.
+func (c *CacheNode) Close() { c.close() }
+
 func (c *CacheNode) close() {
 	c.Node.Close()
 	if c.Members != nil {
@@ -121,7 +124,7 @@ func (c *CacheNode) Name() string { return c.Members.LocalName() }
 
 // Run runs every part until ctx ends or one fails.
 func (c *CacheNode) Run(ctx context.Context) error {
-	return runAll(ctx, map[string]func(context.Context) error{
+	return RunAll(ctx, map[string]func(context.Context) error{
 		"membership": c.Members.Run, "directory": c.dir.Run, "placement": c.place.Run,
 		"status": c.pub.Run, "cache node": c.Node.Run,
 	})
@@ -129,8 +132,10 @@ func (c *CacheNode) Run(ctx context.Context) error {
 
 // GatewayConfig configures a gateway role.
 type GatewayConfig struct {
-	// Gateway configures the gateway; its Directory is set here.
+	// Gateway configures the gateway; Deps are what it runs on (their
+	// Directory and Members are set here).
 	Gateway    gateway.Config
+	Deps       gateway.Deps
 	Membership Membership
 	Logger     *slog.Logger
 	Metrics    prometheus.Registerer // nil registers none
@@ -150,7 +155,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	}
 	g := &Gateway{}
 	var err error
-	if g.dir, err = directory.New(directory.Config{NATS: cfg.Gateway.NATS, Logger: cfg.Logger.With("component", "directory"), Metrics: cfg.Metrics}); err != nil {
+	if g.dir, err = directory.New(directory.Config{NATS: cfg.Deps.NATS, Logger: cfg.Logger.With("component", "directory"), Metrics: cfg.Metrics}); err != nil {
 		return nil, err
 	}
 	if g.Members, err = cluster.New(cluster.Config{
@@ -160,9 +165,9 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	}); err != nil {
 		return nil, err
 	}
-	gw := cfg.Gateway
-	gw.Directory, gw.Members = g.dir, g.Members
-	if g.Gateway, err = gateway.New(gw); err != nil {
+	d := cfg.Deps
+	d.Directory, d.Members = g.dir, g.Members
+	if g.Gateway, err = gateway.New(cfg.Gateway, d); err != nil {
 		g.Members.Close()
 		return nil, err
 	}
@@ -174,14 +179,14 @@ func (g *Gateway) Directory() *directory.Directory { return g.dir }
 
 // Run runs every part until ctx ends or one fails.
 func (g *Gateway) Run(ctx context.Context) error {
-	return runAll(ctx, map[string]func(context.Context) error{
+	return RunAll(ctx, map[string]func(context.Context) error{
 		"membership": g.Members.Run, "directory": g.dir.Run, "gateway": g.Gateway.Run,
 	})
 }
 
-// runAll runs parts until ctx ends or one fails, then stops them all and
+// RunAll runs parts until ctx ends or one fails, then stops them all and
 // returns the first failure.
-func runAll(ctx context.Context, parts map[string]func(context.Context) error) error {
+func RunAll(ctx context.Context, parts map[string]func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

@@ -123,7 +123,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 
-	if err := c.loadRegistry(ranges.Default); err != nil {
+	if err := c.openStorage(ranges.Config{}); err != nil {
 		return err
 	}
 	rng, ok := c.Ranges.Lookup(c.Resource.Key("default", "x"))
@@ -158,11 +158,12 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		}
 	}
 	if c.gw, err = gateway.New(gateway.Config{
-		Listen: addr, TLS: c.tls,
-		Registry: c.Registry, Codec: c.Codec, Ranges: c.Ranges, Store: c.store, Revisions: c.oracle, CacheNodes: []string{readAddr}, NATS: c.gwConn, ServiceIPs: c.ips,
-		ClientCAFile: c.Bundle.CAFile, Build: "watchcheck",
-		BookmarkInterval: c.cfg.BookmarkInterval,
-		Logger:           log.With("component", "gateway"), Metrics: c.Metrics, Gatherer: c.Metrics,
+		Listen: addr, TLS: c.tls, CacheNodes: []string{readAddr},
+		Auth:  gateway.AuthConfig{ClientCAFile: c.Bundle.CAFile},
+		Build: "watchcheck", BookmarkInterval: c.cfg.BookmarkInterval,
+	}, gateway.Deps{
+		Backend: c.storage, NATS: c.gwConn,
+		Logger: log.With("component", "gateway"), Metrics: c.Metrics, Gatherer: c.Metrics,
 	}); err != nil {
 		return err
 	}

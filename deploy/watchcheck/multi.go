@@ -20,7 +20,6 @@ import (
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage/ranges"
-	"github.com/kgate/kgate/storage/registry"
 )
 
 // MultiConfig configures a Multi.
@@ -103,9 +102,7 @@ func (m *Multi) start(ctx context.Context) error {
 	if err := m.startStores(ctx, m.cfg.Dir); err != nil {
 		return err
 	}
-	if err := m.loadRegistry(func(reg *registry.Registry) (*ranges.Table, error) {
-		return ranges.WithSplits(reg, m.cfg.Splits)
-	}); err != nil {
+	if err := m.openStorage(m.cfg.Splits); err != nil {
 		return err
 	}
 	for _, r := range m.Ranges.Intersecting(m.Resource.ListPrefix("")) {
@@ -305,11 +302,13 @@ func (m *Multi) StartGateway(ctx context.Context, i int) error {
 	for range 50 { // the address may not be free again yet
 		r, err = role.NewGateway(role.GatewayConfig{
 			Gateway: gateway.Config{
-				Listen: addr, TLS: m.tls,
-				Registry: m.Registry, Codec: m.Codec, Ranges: m.Ranges, Store: m.store, Revisions: m.oracle, NATS: nc, ServiceIPs: m.ips,
-				Replicas: m.cfg.Replicas, ClientCAFile: m.Bundle.CAFile, Build: "watchcheck",
-				BookmarkInterval: m.cfg.BookmarkInterval,
-				Logger:           log.With("component", "gateway"), Metrics: reg, Gatherer: reg,
+				Listen: addr, TLS: m.tls, Replicas: m.cfg.Replicas,
+				Auth:  gateway.AuthConfig{ClientCAFile: m.Bundle.CAFile},
+				Build: "watchcheck", BookmarkInterval: m.cfg.BookmarkInterval,
+			},
+			Deps: gateway.Deps{
+				Backend: m.storage, NATS: nc,
+				Logger: log.With("component", "gateway"), Metrics: reg, Gatherer: reg,
 			},
 			Membership: role.Membership{Name: s.name, Bind: "127.0.0.1:0", Join: seeds, Timing: cluster.Fast()},
 			Logger:     log,

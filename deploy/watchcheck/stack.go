@@ -17,19 +17,16 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/deploy/pki"
-	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/embedded"
-	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
-	"github.com/kgate/kgate/storage/revision"
 )
 
 // stack is what Cluster and Multi run their cache nodes and gateways on,
 // started and stopped the same way in both: embedded etcd and NATS, the
-// built-in registry and its ranges, the certificates, and the storage,
-// revisions and service IPs the gateways share.
+// storage stack (backend.Open: registry, ranges, store, revisions,
+// service IPs) and the certificates.
 type stack struct {
 	// Truth reads etcd (Etcd, Codec, and Resource: the registry's
 	// configmaps resource).
@@ -43,10 +40,8 @@ type stack struct {
 	natsMu sync.Mutex // guards nats
 	nats   *natsembed.Server
 
-	store  *storage.Store
-	oracle *revision.Oracle
-	ips    *ipalloc.Allocator
-	tls    *tls.Config
+	storage *backend.Backend
+	tls     *tls.Config
 }
 
 // defaults checks what Config and MultiConfig both require and fills in
@@ -97,16 +92,13 @@ func (s *stack) startStores(ctx context.Context, dir string) (err error) {
 	return nil
 }
 
-// loadRegistry loads the built-in registry, its codec, the ranges
-// newRanges makes of it, and the configmaps resource.
-func (s *stack) loadRegistry(newRanges func(*registry.Registry) (*ranges.Table, error)) (err error) {
-	if s.Registry, err = registry.NewBuiltin(); err != nil {
+// openStorage opens the storage stack with the ranges splits makes, and
+// finds the configmaps resource.
+func (s *stack) openStorage(splits ranges.Config) (err error) {
+	if s.storage, err = backend.Open(backend.Config{Etcd: s.Etcd, Splits: splits, Logger: s.log}); err != nil {
 		return err
 	}
-	s.Codec = codec.New(s.Registry.Scheme())
-	if s.Ranges, err = newRanges(s.Registry); err != nil {
-		return err
-	}
+	s.Registry, s.Codec, s.Ranges = s.storage.Registry, s.storage.Codec, s.storage.Ranges.Current()
 	res, ok := s.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
 	if !ok {
 		return errors.New("cannot find configmaps in the registry")
@@ -115,23 +107,13 @@ func (s *stack) loadRegistry(newRanges func(*registry.Registry) (*ranges.Table, 
 	return nil
 }
 
-// prepareGateways makes the certificates for a gateway at addr and what
-// every gateway shares: its serving TLS, storage, revisions and service
-// IPs.
+// prepareGateways makes the certificates for a gateway at addr and the
+// serving TLS every gateway shares.
 func (s *stack) prepareGateways(dir, addr string) (err error) {
 	if s.Bundle, err = pki.Ensure(pki.Config{Dir: dir, ServerURL: "https://" + addr}); err != nil {
 		return err
 	}
 	if s.tls, err = s.Bundle.ServingTLS(); err != nil {
-		return err
-	}
-	if s.store, err = storage.New(storage.Config{Client: s.Etcd, Registry: s.Registry, Codec: s.Codec, Logger: s.log.With("component", "storage")}); err != nil {
-		return err
-	}
-	if s.oracle, err = revision.New(revision.Config{KV: s.Etcd, Logger: s.log.With("component", "revision")}); err != nil {
-		return err
-	}
-	if s.ips, err = ipalloc.New(ipalloc.Config{Client: s.Etcd, Logger: s.log.With("component", "ipalloc")}); err != nil {
 		return err
 	}
 	return nil
@@ -152,8 +134,8 @@ func (s *stack) stopNATS() error {
 // close stops what the stack started, after the cache nodes and
 // gateways, and adds what fails to errs.
 func (s *stack) close(errs []error) error {
-	if s.oracle != nil {
-		s.oracle.Close()
+	if s.storage != nil {
+		s.storage.Close()
 	}
 	if err := s.stopNATS(); err != nil {
 		errs = append(errs, err)

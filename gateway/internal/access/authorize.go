@@ -1,4 +1,4 @@
-package gateway
+package access
 
 import (
 	"errors"
@@ -18,14 +18,14 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// authorize runs after authentication, as kube-apiserver's filters:
+// Authorize runs after authentication, as kube-apiserver's filters:
 // impersonation (each Impersonate-* header authorized with verb
 // "impersonate"), then authorization of the request itself for the user
 // it runs as. A denial is kube-apiserver's 403. The user is recorded on
 // rc for the handlers (rest.SetUser).
-func (g *Gateway) authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
+func (a *Access) Authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
 	if impersonate.Requested(&rc.Request.Header) {
-		as, err := impersonate.User(&rc.Request.Header, u, g.auth.authorizer)
+		as, err := impersonate.User(&rc.Request.Header, u, a.authorizer)
 		var f *impersonate.Forbidden
 		if errors.As(err, &f) {
 			return forbidden(f.Attributes, f.Reason)
@@ -33,24 +33,24 @@ func (g *Gateway) authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u u
 		if err != nil {
 			return err
 		}
-		g.cfg.Logger.Debug("impersonating", "user", u.GetName(), "as", as.GetName(), "groups", as.GetGroups())
+		a.d.Logger.Debug("impersonating", "user", u.GetName(), "as", as.GetName(), "groups", as.GetGroups())
 		u = as
 	}
-	a := authz.AttributesFor(u, info)
-	if g.auth.selectors {
-		switch a.Verb {
+	at := authz.AttributesFor(u, info)
+	if a.selectors {
+		switch at.Verb {
 		case "list", "watch", "deletecollection": // upstream's verbs with selectors
 			q := rc.QueryArgs()
-			a.FieldSelector, a.LabelSelector = string(q.Peek("fieldSelector")), string(q.Peek("labelSelector"))
+			at.FieldSelector, at.LabelSelector = string(q.Peek("fieldSelector")), string(q.Peek("labelSelector"))
 		}
 	}
-	if d, reason, err := authz.Evaluate(g.auth.authorizer, a); d != authz.Allow {
+	if d, reason, err := authz.Evaluate(a.authorizer, at); d != authz.Allow {
 		if d == authz.NoOpinion && err != nil {
 			// As kube-apiserver: an authorizer that could not decide
 			// (the webhook down) is a server error, not a denial.
 			return apierrors.NewInternalError(fmt.Errorf("cannot authorize the request: %w", err))
 		}
-		return forbidden(a, reason)
+		return forbidden(at, reason)
 	}
 	rest.SetUser(rc, u)
 	return nil
@@ -85,13 +85,14 @@ func forbidden(a authz.Attributes, reason string) error {
 	return apierror.Forbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name, errors.New(msg))
 }
 
-// serveResource hands a resource request to the review APIs or to the
-// REST handlers.
-func (g *Gateway) serveResource(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *registry.Resource) error {
-	if !g.auth.review.Serves(info) {
-		return g.rest.Serve(rc, info, res)
-	}
-	err := g.auth.review.Serve(rc, info, res, rest.User(rc))
+// Serves reports whether a request is for one of the review APIs
+// answered here (ServeReview) rather than by the REST handlers.
+func (a *Access) Serves(info *requestinfo.Info) bool { return a.review.Serves(info) }
+
+// ServeReview answers a request to a review API as the user Authorize
+// recorded.
+func (a *Access) ServeReview(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *registry.Resource) error {
+	err := a.review.Serve(rc, info, res, rest.User(rc))
 	if errors.Is(err, review.ErrDisabled) {
 		return rest.ErrNotFoundPath
 	}

@@ -1,24 +1,37 @@
-package gateway
+// Package clusterstatus builds the cluster status `kgate status` prints,
+// as one gateway sees it: etcd's revision, the members, and each range's
+// owners and ready replicas with their lag.
+package clusterstatus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"github.com/kgate/kgate/cachenode/cluster"
+	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/storage/ranges"
 )
 
-// StatusPath serves the cluster status `kgate status` prints. Like any
-// non-resource URL it is authorized by RBAC (cluster-admin has it).
-const StatusPath = "/kgate/status"
+// Members is the membership a gateway reports.
+type Members interface{ Members() []cluster.Member }
 
-// members is the membership a gateway reports.
-type members interface{ Members() []cluster.Member }
+// Sources are what the status is built from.
+type Sources struct {
+	Revisions interface {
+		Current(ctx context.Context) (int64, error)
+	}
+	// Members is optional.
+	Members Members
+	Ranges  ranges.Source
+	// Directory tells the ready replicas (scale-out); without it every
+	// range is served by CacheNodes.
+	Directory  *directory.Directory
+	CacheNodes []string
+	// Replicas is the number of owners per range.
+	Replicas int
+}
 
 // Status is the document at StatusPath.
 type Status struct {
@@ -53,16 +66,16 @@ type ReplicaStatus struct {
 	Lag     int64  `json:"lag"` // revisions behind etcd
 }
 
-// status builds the cluster status as this gateway sees it.
-func (g *Gateway) status(ctx context.Context) (*Status, error) {
-	rev, err := g.cfg.Revisions.Current(ctx)
+// Build builds the cluster status from s.
+func Build(ctx context.Context, s Sources) (*Status, error) {
+	rev, err := s.Revisions.Current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot learn etcd's revision: %w", err)
 	}
 	st := &Status{Revision: rev}
 	var cacheNodes []string
-	if g.cfg.Members != nil {
-		for _, m := range g.cfg.Members.Members() {
+	if s.Members != nil {
+		for _, m := range s.Members.Members() {
 			st.Members = append(st.Members, MemberStatus{
 				Name: m.Name, Role: string(m.Role), Addr: m.Addr, ReadAddr: m.ReadAddr,
 				Since: time.Unix(0, m.Epoch).UTC().Format(time.RFC3339),
@@ -72,14 +85,14 @@ func (g *Gateway) status(ctx context.Context) (*Status, error) {
 			}
 		}
 	}
-	for _, r := range g.cfg.Ranges.Current().All() {
-		rs := RangeStatus{ID: r.ID, Start: r.Start, End: r.End, Owners: ranges.Owners(r.ID, cacheNodes, g.cfg.Replicas)}
-		if g.cfg.Directory != nil {
-			for _, rep := range g.cfg.Directory.Ready(r.ID) {
+	for _, r := range s.Ranges.Current().All() {
+		rs := RangeStatus{ID: r.ID, Start: r.Start, End: r.End, Owners: ranges.Owners(r.ID, cacheNodes, s.Replicas)}
+		if s.Directory != nil {
+			for _, rep := range s.Directory.Ready(r.ID) {
 				rs.Replicas = append(rs.Replicas, ReplicaStatus{Node: rep.Node, Primary: rep.Primary, Seen: rep.Seen, Lag: max(0, rev-rep.Seen)})
 			}
 		} else {
-			for _, addr := range g.cfg.CacheNodes {
+			for _, addr := range s.CacheNodes {
 				rs.Replicas = append(rs.Replicas, ReplicaStatus{Node: addr})
 			}
 		}
@@ -92,20 +105,4 @@ func (g *Gateway) status(ctx context.Context) (*Status, error) {
 		return 1
 	})
 	return st, nil
-}
-
-func (g *Gateway) serveStatus(rc *fasthttp.RequestCtx) error {
-	ctx, cancel := context.WithTimeout(g.base, 10*time.Second)
-	defer cancel()
-	st, err := g.status(ctx)
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("cannot encode status: %w", err)
-	}
-	rc.SetContentType("application/json")
-	rc.SetBody(body)
-	return nil
 }

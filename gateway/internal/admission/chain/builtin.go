@@ -1,8 +1,9 @@
-package gateway
+package chain
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,42 +18,20 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
+	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
-
-// admission is the gateway's rest.Admission: the admission chain
-// (admission_chain.go), which waits for the admission feed's first sync
-// as kube-apiserver waits for its informers.
-type admission struct{ g *Gateway }
-
-// Admit implements rest.Admission.
-func (a admission) Admit(ctx context.Context, at *adm.Attributes) error {
-	c, err := a.g.admissionChain(ctx)
-	if err != nil {
-		return err
-	}
-	return c.Admit(ctx, at)
-}
-
-// Validate implements rest.Admission.
-func (a admission) Validate(ctx context.Context, at *adm.Attributes) error {
-	c, err := a.g.admissionChain(ctx)
-	if err != nil {
-		return err
-	}
-	return c.Validate(ctx, at)
-}
-
-// Finish implements rest.Admission.
-func (a admission) Finish(ctx context.Context, at *adm.Attributes, stored runtime.Object, err error) {
-	a.g.auth.adm.chain.Finish(ctx, at, stored, err)
-}
 
 // builtin is the gateway's own plugin: the ServiceAccount admission
 // default, RBAC escalation prevention, and the "default" ServiceAccount
 // of each new namespace (kube-controller-manager's job upstream; kgate
 // has no controller manager).
-type builtin struct{ g *Gateway }
+type builtin struct {
+	esc   *authz.Escalation
+	store *storage.Store
+	reg   *registry.Registry
+	log   *slog.Logger
+}
 
 // Admit implements adm.Mutator.
 func (b builtin) Admit(_ context.Context, at *adm.Attributes) error {
@@ -86,8 +65,8 @@ func (b builtin) Finish(ctx context.Context, at *adm.Attributes, stored runtime.
 	if err != nil || !ok || at.Operation != adm.Create {
 		return
 	}
-	if err := bootstrap.EnsureServiceAccount(ctx, b.g.cfg.Store, b.g.cfg.Registry, ns.Name); err != nil {
-		b.g.cfg.Logger.Warn("cannot create the default service account", "namespace", ns.Name, "err", err)
+	if err := bootstrap.EnsureServiceAccount(ctx, b.store, b.reg, ns.Name); err != nil {
+		b.log.Warn("cannot create the default service account", "namespace", ns.Name, "err", err)
 	}
 }
 
@@ -95,7 +74,7 @@ func (b builtin) Finish(ctx context.Context, at *adm.Attributes, stored runtime.
 // bindings: a write may grant only what its author holds, unless the
 // author may "escalate" (roles) or "bind" (bindings).
 func (b builtin) escalation(u user.Info, res *registry.Resource, obj, old runtime.Object) error {
-	e := b.g.auth.escalation
+	e := b.esc
 	gr := res.GVR().GroupResource()
 	var err error
 	var name string

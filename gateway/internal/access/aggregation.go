@@ -1,8 +1,10 @@
-package gateway
+package access
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -10,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/rbacfeed"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/registry"
 )
 
 // aggregationInterval is how often the gateway compares the aggregated
@@ -24,15 +28,21 @@ const aggregationInterval = time.Second
 // admin` show what admin grants. Every gateway may run it: a write is a
 // compare-and-swap on the revision the gateway saw, and gateways that see
 // the same roles compute the same rules.
-type aggregator struct{ g *Gateway }
+type aggregator struct {
+	rbac  *authz.RBAC
+	feed  *rbacfeed.Feed
+	reg   *registry.Registry
+	store *storage.Store
+	log   *slog.Logger
+}
 
 func (a aggregator) round(ctx context.Context) {
-	if !a.g.auth.feed.Synced() {
+	if !a.feed.Synced() {
 		return
 	}
-	for _, p := range a.g.auth.rbac.PendingAggregations() {
+	for _, p := range a.rbac.PendingAggregations() {
 		if err := a.write(ctx, p); err != nil && ctx.Err() == nil {
-			a.g.cfg.Logger.Debug("cannot store aggregated rules", "clusterrole", p.Name, "err", err)
+			a.log.Debug("cannot store aggregated rules", "clusterrole", p.Name, "err", err)
 		}
 	}
 }
@@ -44,13 +54,14 @@ func (a aggregator) write(ctx context.Context, p authz.Aggregation) error {
 	if err != nil {
 		return err
 	}
-	res, err := liveLookup{a.g}.resource(rbacv1.SchemeGroupVersion.WithResource("clusterroles"))
-	if err != nil {
-		return err
+	gvr := rbacv1.SchemeGroupVersion.WithResource("clusterroles")
+	res, ok := a.reg.Lookup(gvr)
+	if !ok {
+		return fmt.Errorf("%s is not registered", gvr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = a.g.cfg.Store.Update(ctx, res, "", p.Name, storage.Preconditions{ResourceVersion: rv}, func(cur runtime.Object) (runtime.Object, error) {
+	_, err = a.store.Update(ctx, res, "", p.Name, storage.Preconditions{ResourceVersion: rv}, func(cur runtime.Object) (runtime.Object, error) {
 		cr, ok := cur.(*rbacv1.ClusterRole)
 		if !ok || cr.AggregationRule == nil {
 			return nil, errors.New("not an aggregated cluster role")

@@ -1,4 +1,7 @@
-package gateway
+// Package reqmetrics counts and times the gateway's requests under
+// kube-apiserver's names (apiserver_request_total,
+// apiserver_request_duration_seconds) and serves /metrics.
+package reqmetrics
 
 import (
 	"fmt"
@@ -14,15 +17,16 @@ import (
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 )
 
-// metrics are the gateway's request metrics, named as kube-apiserver's.
-type metrics struct {
+// Metrics are the gateway's request metrics, named as kube-apiserver's.
+type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	handler  fasthttp.RequestHandler
 }
 
-func newMetrics(reg prometheus.Registerer, g prometheus.Gatherer) (*metrics, error) {
-	m := &metrics{
+// New registers the metrics on reg; g is what /metrics serves.
+func New(reg prometheus.Registerer, g prometheus.Gatherer) (*Metrics, error) {
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "apiserver_request_total",
 			Help: "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
@@ -54,7 +58,9 @@ func scope(info *requestinfo.Info) string {
 	return "cluster"
 }
 
-func (m *metrics) observe(info *requestinfo.Info, code int, d time.Duration) {
+// Observe counts a request answered with code after d (watches are
+// counted, not timed).
+func (m *Metrics) Observe(info *requestinfo.Info, code int, d time.Duration) {
 	verb := strings.ToUpper(info.Verb)
 	if verb == "" {
 		verb = "GET"
@@ -66,4 +72,5 @@ func (m *metrics) observe(info *requestinfo.Info, code int, d time.Duration) {
 	}
 }
 
-func (m *metrics) serve(rc *fasthttp.RequestCtx) { m.handler(rc) }
+// Serve answers /metrics.
+func (m *Metrics) Serve(rc *fasthttp.RequestCtx) { m.handler(rc) }

@@ -1,4 +1,4 @@
-package gateway
+package guard
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// trackConns wraps a listener's connections so that the end of a
+// TrackConns wraps a listener's connections so that the end of a
 // hijacked one (a watch) can be seen: fasthttp closes it when the stream
 // is done.
-func trackConns(ln net.Listener) net.Listener { return trackListener{ln} }
+func TrackConns(ln net.Listener) net.Listener { return trackListener{ln} }
 
 type trackListener struct{ net.Listener }
 

@@ -1,0 +1,187 @@
+// Package chain builds the gateway's admission chain in kube-apiserver's
+// order — NamespaceLifecycle, LimitRanger, ServiceAccount (and RBAC
+// escalation), MutatingAdmissionWebhook, then ValidatingAdmissionPolicy,
+// ValidatingAdmissionWebhook, ResourceQuota — with the feed of what its
+// plugins read on each write, the live etcd lookups they need fresh, and
+// the periodic quota recount.
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	adm "github.com/kgate/kgate/gateway/internal/admission"
+	"github.com/kgate/kgate/gateway/internal/admission/lifecycle"
+	"github.com/kgate/kgate/gateway/internal/admission/limitranger"
+	"github.com/kgate/kgate/gateway/internal/admission/policy"
+	"github.com/kgate/kgate/gateway/internal/admission/quota"
+	"github.com/kgate/kgate/gateway/internal/admission/webhook"
+	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/feed"
+	"github.com/kgate/kgate/gateway/internal/loop"
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ranges"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// ErrConfig is wrapped by every configuration error of New.
+var ErrConfig = errors.New("chain: invalid config")
+
+// Config are the settings of the chain.
+type Config struct {
+	// QuotaRecountInterval, when positive, recounts every ResourceQuota's
+	// status.used from the objects this often (kube-controller-manager's
+	// resourcequota resync). Zero: off.
+	QuotaRecountInterval time.Duration
+}
+
+// Deps are what the chain reads and writes through; all required.
+type Deps struct {
+	Registry  *registry.Registry
+	Ranges    ranges.Source
+	Codec     *codec.Codec
+	Store     *storage.Store
+	Cache     feed.Lister
+	Hub       feed.Watcher
+	Revisions feed.Revisions
+	// Authorizer answers the authorizer checks of CEL expressions;
+	// Escalation checks RBAC writes.
+	Authorizer authz.Authorizer
+	Escalation *authz.Escalation
+	Logger     *slog.Logger
+}
+
+// Admission is the gateway's rest.Admission: the chain, which waits for
+// its feed's first sync as kube-apiserver waits for its informers.
+type Admission struct {
+	cfg    Config
+	log    *slog.Logger
+	feed   *feed.Feed
+	chain  adm.Chain
+	quotas *quota.Recounter
+	// recounter runs quotas (Config.QuotaRecountInterval); nil when off
+	// or not started.
+	recounter *loop.Loop
+}
+
+var (
+	gvrLimitRanges = corev1.SchemeGroupVersion.WithResource("limitranges")
+	gvrQuotas      = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+	gvrMutating    = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations")
+	gvrValidating  = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingwebhookconfigurations")
+	gvrPolicies    = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
+	gvrBindings    = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+)
+
+// New builds the chain; Start starts its feed.
+func New(cfg Config, d Deps) (*Admission, error) {
+	if d.Registry == nil || d.Ranges == nil || d.Codec == nil || d.Store == nil || d.Cache == nil || d.Hub == nil ||
+		d.Revisions == nil || d.Authorizer == nil || d.Escalation == nil || d.Logger == nil {
+		return nil, fmt.Errorf("%w: every dependency is required", ErrConfig)
+	}
+	f, err := feed.New(feed.Config{
+		Registry: d.Registry, Ranges: d.Ranges, Cache: d.Cache, Hub: d.Hub, Revisions: d.Revisions,
+		Codec: d.Codec, Logger: d.Logger.With("component", "admissionfeed"),
+		Resources: []schema.GroupVersionResource{gvrLimitRanges, gvrQuotas, gvrMutating, gvrValidating, gvrPolicies, gvrBindings},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make admission chain: %w", err)
+	}
+	lookup := liveLookup{reg: d.Registry, store: d.Store}
+	celAuthz := celAuthorizer{d.Authorizer}
+	wh, err := webhook.New(webhook.Config{
+		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: lookup, Services: lookup,
+		Scheme: d.Registry.Scheme(), Logger: d.Logger.With("component", "webhooks"), Authorizer: celAuthz,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make admission chain: %w", err)
+	}
+	pol, err := policy.New(policy.Config{
+		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: lookup, Scheme: d.Registry.Scheme(),
+		Authorizer: celAuthz, Params: lookup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make admission chain: %w", err)
+	}
+	quotas := quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup}
+	return &Admission{cfg: cfg, log: d.Logger, feed: f, quotas: quota.NewRecounter(quotas), chain: adm.Chain{
+		lifecycle.Plugin{Namespaces: lookup},
+		limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
+		builtin{esc: d.Escalation, store: d.Store, reg: d.Registry, log: d.Logger},
+		wh.Mutating(),
+		pol,
+		wh.Validating(),
+		quotas,
+	}}, nil
+}
+
+// Start starts the feed and, when configured, the quota recount.
+func (a *Admission) Start() {
+	a.feed.Start()
+	if n := a.cfg.QuotaRecountInterval; n > 0 {
+		a.recounter = loop.Start(n, a.recountQuotas)
+	}
+}
+
+// Close stops the recount and the feed.
+func (a *Admission) Close() {
+	a.recounter.Stop()
+	a.feed.Close()
+}
+
+// recountQuotas is one round of the quota recount (kube-controller-
+// manager's resourcequota controller resync), once the feed has the
+// quotas.
+func (a *Admission) recountQuotas(ctx context.Context) {
+	if !a.feed.Synced() {
+		return
+	}
+	n, err := a.quotas.Round(ctx)
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("cannot recount quotas", "err", err)
+	}
+	if n > 0 {
+		a.log.Info("quotas recounted", "updated", n)
+	}
+}
+
+// synced returns the chain once the feed listed everything.
+func (a *Admission) synced(ctx context.Context) (adm.Chain, error) {
+	if err := a.feed.WaitSynced(ctx); err != nil {
+		return nil, apierrors.NewInternalError(errors.New("not yet ready to handle request"))
+	}
+	return a.chain, nil
+}
+
+// Admit implements rest.Admission.
+func (a *Admission) Admit(ctx context.Context, at *adm.Attributes) error {
+	c, err := a.synced(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Admit(ctx, at)
+}
+
+// Validate implements rest.Admission.
+func (a *Admission) Validate(ctx context.Context, at *adm.Attributes) error {
+	c, err := a.synced(ctx)
+	if err != nil {
+		return err
+	}
+	return c.Validate(ctx, at)
+}
+
+// Finish implements rest.Admission.
+func (a *Admission) Finish(ctx context.Context, at *adm.Attributes, stored runtime.Object, err error) {
+	a.chain.Finish(ctx, at, stored, err)
+}

@@ -1,0 +1,112 @@
+// Package backend opens the storage stack every kgate role runs on, in
+// one place: the registry of served resources, the codec of etcd values,
+// the range table, the store, the revision oracle and the Service IP
+// allocator, in that order, and closes them in reverse.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/ranges"
+	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/revision"
+)
+
+// ErrConfig is wrapped by the errors of an invalid Config.
+var ErrConfig = errors.New("backend: invalid config")
+
+// Config configures a Backend.
+type Config struct {
+	// Etcd is the client everything talks to etcd through; required. The
+	// caller owns it: Close leaves it open.
+	Etcd *clientv3.Client
+	// Splits split the ranges further (ranges.ParseSplits); the zero
+	// value is one range per resource. Every gateway and cache node of a
+	// cluster must use the same.
+	Splits ranges.Config
+	// ServiceCIDR is the range Service cluster IPs come from. Default
+	// ipalloc.DefaultCIDR.
+	ServiceCIDR string
+	// Registry is the set of served resources; default
+	// registry.NewBuiltin().
+	Registry *registry.Registry
+	// Logger is required.
+	Logger *slog.Logger
+}
+
+// Backend is the storage stack.
+type Backend struct {
+	Registry   *registry.Registry
+	Codec      *codec.Codec
+	Ranges     *ranges.Follower // follows Registry as it changes
+	Store      *storage.Store
+	Revisions  *revision.Oracle
+	ServiceIPs *ipalloc.Allocator
+
+	log *slog.Logger
+}
+
+// Open builds the stack in order, logging how long each step took. A
+// failed step closes what the earlier ones opened.
+func Open(cfg Config) (_ *Backend, err error) {
+	if cfg.Etcd == nil || cfg.Logger == nil {
+		return nil, fmt.Errorf("%w: Etcd and Logger are required", ErrConfig)
+	}
+	b := &Backend{log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	steps := []struct {
+		name string
+		open func() error
+	}{
+		{"registry", func() (err error) {
+			if b.Registry = cfg.Registry; b.Registry == nil {
+				b.Registry, err = registry.NewBuiltin()
+			}
+			return err
+		}},
+		{"codec", func() error { b.Codec = codec.New(b.Registry.Scheme()); return nil }},
+		{"ranges", func() (err error) { b.Ranges, err = ranges.Follow(b.Registry, cfg.Splits); return err }},
+		{"store", func() (err error) {
+			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, Logger: cfg.Logger.With("component", "storage")})
+			return err
+		}},
+		{"revisions", func() (err error) {
+			b.Revisions, err = revision.New(revision.Config{KV: cfg.Etcd, Logger: cfg.Logger.With("component", "revision")})
+			return err
+		}},
+		{"service IPs", func() (err error) {
+			b.ServiceIPs, err = ipalloc.New(ipalloc.Config{Client: cfg.Etcd, CIDR: cfg.ServiceCIDR, Logger: cfg.Logger.With("component", "ipalloc")})
+			return err
+		}},
+	}
+	for _, s := range steps {
+		t0 := time.Now()
+		if err := s.open(); err != nil {
+			return nil, fmt.Errorf("cannot open storage %s: %w", s.name, err)
+		}
+		cfg.Logger.Debug("storage opened", "step", s.name, "took", time.Since(t0))
+	}
+	return b, nil
+}
+
+// Close stops what Open started, in reverse order: the revision oracle
+// (the others hold nothing to stop). It may be called more than once.
+func (b *Backend) Close() {
+	if b.Revisions != nil {
+		t0 := time.Now()
+		b.Revisions.Close()
+		b.log.Debug("storage closed", "step", "revisions", "took", time.Since(t0))
+	}
+}
