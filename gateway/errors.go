@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -27,7 +26,7 @@ const HeaderAuditID = rest.HeaderAuditID
 func (g *Gateway) writeError(rc *fasthttp.RequestCtx, info *requestinfo.Info, err error) {
 	var st *metav1.Status
 	if errors.Is(err, rest.ErrNotFoundPath) {
-		st = &apierrors.NewNotFound(schema.GroupResource{}, "").ErrStatus
+		st = &apierror.NotFound(schema.GroupResource{}, "").ErrStatus
 		st.Message = "the server could not find the requested resource"
 		st.Details = nil
 	} else {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/valyala/fasthttp"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -48,7 +47,7 @@ func (a *Access) Authorize(rc *fasthttp.RequestCtx, info *requestinfo.Info, u us
 		if d == authz.NoOpinion && err != nil {
 			// As kube-apiserver: an authorizer that could not decide
 			// (the webhook down) is a server error, not a denial.
-			return apierrors.NewInternalError(fmt.Errorf("cannot authorize the request: %w", err))
+			return apierror.InternalError(fmt.Errorf("cannot authorize the request: %w", err))
 		}
 		return forbidden(at, reason)
 	}

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,7 +105,7 @@ func (b builtin) escalation(u user.Info, res *registry.Resource, obj, old runtim
 		if nf.Kind == "Role" {
 			resource = "role"
 		}
-		return apierrors.NewNotFound(schema.GroupResource{Group: rbacv1.GroupName, Resource: resource}, nf.Name)
+		return apierror.NotFound(schema.GroupResource{Group: rbacv1.GroupName, Resource: resource}, nf.Name)
 	case errors.Is(err, authz.ErrRoleRefKind):
 		return apierror.BadRequest(err.Error())
 	}

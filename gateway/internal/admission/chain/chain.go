@@ -10,12 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"log/slog"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -158,7 +158,7 @@ func (a *Admission) recountQuotas(ctx context.Context) {
 // synced returns the chain once the feed listed everything.
 func (a *Admission) synced(ctx context.Context) (adm.Chain, error) {
 	if err := a.feed.WaitSynced(ctx); err != nil {
-		return nil, apierrors.NewInternalError(errors.New("not yet ready to handle request"))
+		return nil, apierror.InternalError(errors.New("not yet ready to handle request"))
 	}
 	return a.chain, nil
 }
