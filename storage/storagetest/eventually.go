@@ -1,0 +1,46 @@
+package storagetest
+
+import (
+	"testing"
+	"time"
+)
+
+// Poll intervals of Eventually: the first retry comes soon, later ones
+// back off so that a long wait costs little.
+const (
+	pollFirst = time.Millisecond
+	pollMax   = 50 * time.Millisecond
+)
+
+// Eventually calls check until it returns nil and returns how long that
+// took; if check still fails after within, it fails tb with what and
+// check's last error. It is for conditions nothing announces (another
+// server's answer, gossip between members): a test that can wait on an
+// event (a channel, a WaitFor or Ready method, a watch) waits on that
+// instead. Inside a testing/synctest bubble it waits on the bubble's clock.
+func Eventually(tb testing.TB, within time.Duration, what string, check func() error) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	wait := pollFirst
+	for {
+		err := check()
+		if err == nil {
+			return time.Since(start)
+		}
+		next := time.NewTimer(wait)
+		select {
+		case <-deadline.C:
+			next.Stop()
+			tb.Fatalf("%s: not so after %v: %v", what, within, err)
+			return 0
+		case <-tb.Context().Done():
+			next.Stop()
+			tb.Fatalf("%s: the test ended while waiting: %v", what, err)
+			return 0
+		case <-next.C:
+		}
+		wait = min(2*wait, pollMax)
+	}
+}
