@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -42,5 +43,18 @@ func Eventually(tb testing.TB, within time.Duration, what string, check func() e
 		case <-next.C:
 		}
 		wait = min(2*wait, pollMax)
+	}
+}
+
+// errNotYet is what Holds reports while its condition is false.
+var errNotYet = errors.New("the condition is false")
+
+// Holds adapts a condition that gives no reason to Eventually.
+func Holds(cond func() bool) func() error {
+	return func() error {
+		if !cond() {
+			return errNotYet
+		}
+		return nil
 	}
 }
