@@ -18,7 +18,8 @@ const (
 // check's last error. It is for conditions nothing announces (another
 // server's answer, gossip between members): a test that can wait on an
 // event (a channel, a WaitFor or Ready method, a watch) waits on that
-// instead. Inside a testing/synctest bubble it waits on the bubble's clock.
+// instead. It works in t.Cleanup functions too (t.Context has ended
+// there). Inside a testing/synctest bubble it waits on the bubble's clock.
 func Eventually(tb testing.TB, within time.Duration, what string, check func() error) time.Duration {
 	tb.Helper()
 	start := time.Now()
@@ -35,10 +36,6 @@ func Eventually(tb testing.TB, within time.Duration, what string, check func() e
 		case <-deadline.C:
 			next.Stop()
 			tb.Fatalf("%s: not so after %v: %v", what, within, err)
-			return 0
-		case <-tb.Context().Done():
-			next.Stop()
-			tb.Fatalf("%s: the test ended while waiting: %v", what, err)
 			return 0
 		case <-next.C:
 		}
