@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -188,14 +190,23 @@ func TestGatewayDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	probeCfg.QPS, probeCfg.Burst = -1, 0
-	probe := newClientset(t, probeCfg)
 	var (
 		probeMu  sync.Mutex
 		outcomes = map[string]int{}
 		probes   sync.WaitGroup
 	)
 	for range 4 {
-		probes.Go(func() { probeStopping(ctx, probe, beforeStop, &probeMu, outcomes) })
+		trip := &lastTrip{}
+		cfg := rest.CopyConfig(probeCfg)
+		if !*flagReuse {
+			cfg.WrapTransport = closeAfterWatch
+		}
+		cfg.Wrap(trip.wrap)
+		probe, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes.Go(func() { probeStopping(ctx, probe, trip, beforeStop, &probeMu, outcomes) })
 	}
 	time.Sleep(100 * time.Millisecond)
 	t0 := time.Now()
@@ -316,11 +327,43 @@ func TestGatewayDrain(t *testing.T) {
 		took.Round(time.Millisecond), len(writes), wr.failed, final, listA, listB, watchB, px.Connections())
 }
 
+// lastTrip remembers how its client's last request ended at the
+// transport: client-go answers a watch request whose connection is reset
+// or closed before any response (the gateway closed its listener with the
+// connection still in its accept queue) with a watch that ends at once,
+// without an event or an error, which only the transport can tell apart
+// from a 200 stream closed without any event.
+type lastTrip struct {
+	rt  http.RoundTripper
+	mu  sync.Mutex // guards err
+	err error
+}
+
+func (l *lastTrip) wrap(rt http.RoundTripper) http.RoundTripper {
+	l.rt = rt
+	return l
+}
+
+func (l *lastTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+	return resp, err
+}
+
+// lost is the error of the last request when it got no response.
+func (l *lastTrip) lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
 // probeStopping watches gateway cs again and again, from revision from
 // with bookmarks, until it refuses connections, and counts how each watch
 // went in outcomes; the outcomes a client cannot resume from without a
-// relist start with "bad: ".
-func probeStopping(ctx context.Context, cs kubernetes.Interface, from int64, mu *sync.Mutex, outcomes map[string]int) {
+// relist start with "bad: ". trip is cs's transport.
+func probeStopping(ctx context.Context, cs kubernetes.Interface, trip *lastTrip, from int64, mu *sync.Mutex, outcomes map[string]int) {
 	record := func(o string) {
 		mu.Lock()
 		outcomes[o]++
@@ -358,6 +401,11 @@ func probeStopping(ctx context.Context, cs kubernetes.Interface, from int64, mu 
 		}
 		w.Stop()
 		switch {
+		case n == 0 && trip.lost() != nil:
+			// No response at all: like a refused connection, the
+			// gateway had stopped listening.
+			record("connection reset or closed before a response")
+			return
 		case n == 0:
 			record("bad: a 200 stream closed without any event")
 		case last.Type == watch.Bookmark:
