@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // startMulti starts a Multi for t, closed at its end.
@@ -102,6 +104,10 @@ func (h *handlerLog) events(ns map[string]bool) []Event {
 	return out
 }
 
+// drainWrites is how many writes TestGatewayDrain waits for before the
+// stop, and again after the informers moved to gateway B.
+const drainWrites = 25
+
 // TestGatewayDrain stops a gateway the way SIGTERM does while informers
 // watch through it. Two gateways serve the same two cache nodes behind an
 // L4 proxy that sends new connections to gateway A (to B when A refuses
@@ -180,7 +186,13 @@ func TestGatewayDrain(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(time.Second)
+	// Writes before the stop: some reach every watch through gateway A.
+	storagetest.Eventually(t, time.Minute, "writes before the stop", func() error {
+		if n := len(hist.Writes()); n < drainWrites {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
 	beforeStop := hist.LastRev()
 	// Probers watch gateway A directly, again and again, until it
 	// refuses connections: what a client resuming at once gets from a
@@ -195,6 +207,10 @@ func TestGatewayDrain(t *testing.T) {
 		outcomes = map[string]int{}
 		probes   sync.WaitGroup
 	)
+	watchesA := func() float64 {
+		return m.Counter(0, "apiserver_request_total", map[string]string{"verb": "WATCH", "resource": "configmaps"})
+	}
+	watchesBefore := watchesA()
 	for range 4 {
 		trip := &lastTrip{}
 		cfg := rest.CopyConfig(probeCfg)
@@ -208,7 +224,13 @@ func TestGatewayDrain(t *testing.T) {
 		}
 		probes.Go(func() { probeStopping(ctx, probe, trip, beforeStop, &probeMu, outcomes) })
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The probers' first watches run on A (watches count when they start).
+	storagetest.Eventually(t, time.Minute, "the probers watch gateway A", func() error {
+		if n := watchesA() - watchesBefore; n < 4 {
+			return fmt.Errorf("%.0f of the 4 probers' watches started", n)
+		}
+		return nil
+	})
 	t0 := time.Now()
 	if err := m.StopGateway(0); err != nil {
 		t.Fatal(err)
@@ -226,7 +248,19 @@ func TestGatewayDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the plain watch did not end within 5s of gateway A's stop")
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Writes after the switch, once both informers watch on B again.
+	afterStop := len(hist.Writes())
+	storagetest.Eventually(t, time.Minute, "writes after the switch", func() error {
+		for _, in := range infs {
+			if n := len(in.watches()); n < 2 {
+				return fmt.Errorf("%s made %d watch requests", in.name, n)
+			}
+		}
+		if n := len(hist.Writes()) - afterStop; n < drainWrites {
+			return fmt.Errorf("%d writes since the stop", n)
+		}
+		return nil
+	})
 	stopWriter()
 	if err := <-writerDone; err != nil {
 		t.Fatalf("writer: %v", err)
