@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // TestPaginatedList lists thousands of ConfigMaps 500 at a time while a
@@ -63,7 +65,13 @@ func TestPaginatedList(t *testing.T) {
 			t.Errorf("writer: %v", err)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// The lists run while the writer writes.
+	storagetest.Eventually(t, time.Minute, "the writer writes", func() error {
+		if n := writes.Load(); n < 10 {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
 
 	for _, pass := range []struct {
 		name     string
