@@ -165,6 +165,8 @@ func listPages(ctx context.Context, cs kubernetes.Interface, ns, selector string
 			return nil, 0, pages, fmt.Errorf("page %d has %d items, limit %d", pages, len(l.Items), limit)
 		}
 		opts.Continue = l.Continue
+		// Pages spread over real time, so that writes land between
+		// them: the continue token must keep the first page's revision.
 		time.Sleep(20 * time.Millisecond)
 	}
 	if selector == "" && remain != nil && pages > 1 && *remain != int64(entries)-limit {

@@ -241,6 +241,7 @@ func listAll(ctx context.Context, cs kubernetes.Interface, kind string) (map[str
 			break
 		}
 		opts.Continue = l.Continue
+		// Pages spread over real time, so that moves land between them.
 		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
 	}
 	rev, err := strconv.ParseInt(rv, 10, 64)
