@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -449,5 +450,49 @@ func probeStopping(ctx context.Context, cs kubernetes.Interface, trip *lastTrip,
 		default:
 			record("bad: stream ended after " + string(last.Type) + " without a bookmark")
 		}
+	}
+}
+
+// TestLastTripSeesLostConnection: a watch whose connection is reset before
+// any response (a listener closing with the connection in its accept
+// queue) comes from client-go as a watch that ends at once without an
+// event or an error; only the transport, through lastTrip, tells it from a
+// 200 stream closed without any event.
+func TestLastTripSeesLostConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+		var buf [16]byte
+		_, _ = c.Read(buf[:]) // the request has begun
+		c.Close()
+	}()
+	trip := &lastTrip{}
+	cfg := &rest.Config{Host: "http://" + ln.Addr().String()}
+	cfg.Wrap(trip.wrap)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("").Watch(context.Background(), metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatalf("Watch = %v; client-go no longer hides a reset before the response", err)
+	}
+	n := 0
+	for range w.ResultChan() {
+		n++
+	}
+	<-served
+	if n != 0 || trip.lost() == nil {
+		t.Errorf("%d events, transport error %v; want none and an error", n, trip.lost())
 	}
 }
