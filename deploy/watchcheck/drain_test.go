@@ -457,25 +457,27 @@ func probeStopping(ctx context.Context, cs kubernetes.Interface, trip *lastTrip,
 // any response (a listener closing with the connection in its accept
 // queue) comes from client-go as a watch that ends at once without an
 // event or an error; only the transport, through lastTrip, tells it from a
-// 200 stream closed without any event.
+// 200 stream closed without any event. The watch is the probers'.
 func TestLastTripSeesLostConnection(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		c, err := ln.Accept()
-		if err != nil {
-			return
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // the test closed ln
+			}
+			_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+			var buf [16]byte
+			_, _ = c.Read(buf[:]) // the request has begun
+			c.Close()
 		}
-		_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
-		var buf [16]byte
-		_, _ = c.Read(buf[:]) // the request has begun
-		c.Close()
 	}()
+	defer func() { ln.Close(); <-served }()
 	trip := &lastTrip{}
 	cfg := &rest.Config{Host: "http://" + ln.Addr().String()}
 	cfg.Wrap(trip.wrap)
@@ -483,7 +485,11 @@ func TestLastTripSeesLostConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cs.CoreV1().ConfigMaps("").Watch(context.Background(), metav1.ListOptions{ResourceVersion: "5", AllowWatchBookmarks: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := metav1.ListOptions{Watch: true, ResourceVersion: "5", AllowWatchBookmarks: true}
+	w, err := cs.CoreV1().RESTClient().Get().Resource("configmaps").
+		VersionedParams(&opts, scheme.ParameterCodec).MaxRetries(0).Watch(ctx)
 	if err != nil {
 		t.Fatalf("Watch = %v; client-go no longer hides a reset before the response", err)
 	}
@@ -491,7 +497,6 @@ func TestLastTripSeesLostConnection(t *testing.T) {
 	for range w.ResultChan() {
 		n++
 	}
-	<-served
 	if n != 0 || trip.lost() == nil {
 		t.Errorf("%d events, transport error %v; want none and an error", n, trip.lost())
 	}
