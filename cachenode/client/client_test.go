@@ -171,8 +171,9 @@ func TestListProtobuf(t *testing.T) {
 
 func TestNotOlderThanWaits(t *testing.T) {
 	f, c := fixture(t)
+	f.waiting = make(chan struct{}, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
+		<-f.waiting // the read waits for revision 9
 		f.put(podEntry("c", "late", 9, "web", "Running"))
 	}()
 	obj, err := c.Get(context.Background(), "pods", "/registry/pods/c/late", client.Read{ResourceVersion: 9, Match: "NotOlderThan"}, client.JSON)

@@ -25,6 +25,9 @@ type fakeRange struct {
 	st    *store.Store
 	win   *window.Ring
 	ready atomic.Bool
+	// waiting, when set, is signalled each time WaitFor starts waiting
+	// for a revision the range has not reached.
+	waiting chan struct{}
 }
 
 func newFakeRange(t testing.TB, rng *ranges.Range, rev int64) *fakeRange {
@@ -69,6 +72,12 @@ func (f *fakeRange) Ready() bool          { return f.ready.Load() }
 func (f *fakeRange) Seen() int64          { return f.st.Revision() }
 
 func (f *fakeRange) WaitFor(ctx context.Context, rev int64) error {
+	if f.waiting != nil && f.st.Revision() < rev {
+		select {
+		case f.waiting <- struct{}{}:
+		default:
+		}
+	}
 	for f.st.Revision() < rev {
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // member is a running Cluster in a test.
@@ -27,7 +29,7 @@ func start(t *testing.T, cfg Config) *member {
 	t.Helper()
 	cfg.BindAddr = "127.0.0.1:0"
 	cfg.Timing = Fast()
-	if testing.Verbose() && os.Getenv("CLUSTER_DEBUG") != "" {
+	if cfg.Logger == nil && testing.Verbose() && os.Getenv("CLUSTER_DEBUG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	c, err := New(cfg)
@@ -67,42 +69,43 @@ func names(ms []Member) []string {
 	return out
 }
 
-// eventually polls f until it returns "" or the time is up.
-func eventually(t *testing.T, within time.Duration, f func() string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var last string
-	for time.Since(start) < within {
-		if last = f(); last == "" {
-			return time.Since(start)
+// sees returns nil when m sees exactly want as members.
+func sees(m *member, want ...string) func() error {
+	return func() error {
+		if got := names(m.Members()); !slices.Equal(got, want) {
+			return fmt.Errorf("%s sees %v, want %v", m.LocalName(), got, want)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
 	}
-	t.Fatalf("after %v: %s", within, last)
-	return 0
 }
 
-// sees returns "" when m sees exactly want as members.
-func sees(m *member, want ...string) func() string {
-	return func() string {
-		if got := names(m.Members()); !slices.Equal(got, want) {
-			return fmt.Sprintf("%s sees %v, want %v", m.LocalName(), got, want)
+// joinFailures is a slog.Handler that signals each failed join attempt
+// (nothing to join) on ch, dropping signals nobody waits for.
+type joinFailures struct{ ch chan struct{} }
+
+func (h joinFailures) Enabled(context.Context, slog.Level) bool { return true }
+func (h joinFailures) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h joinFailures) WithGroup(string) slog.Handler            { return h }
+func (h joinFailures) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "nothing to join yet" {
+		select {
+		case h.ch <- struct{}{}:
+		default:
 		}
-		return ""
 	}
+	return nil
 }
 
 func checkGoroutines(t *testing.T) {
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			t.Errorf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-		}
+		storagetest.Eventually(t, 5*time.Second, "goroutines end", func() error {
+			if n := runtime.NumGoroutine(); n > before {
+				buf := make([]byte, 1<<20)
+				return fmt.Errorf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+			}
+			return nil
+		})
 	})
 }
 
@@ -117,7 +120,7 @@ func TestThreeMembers(t *testing.T) {
 	g := start(t, Config{Name: "g", Role: RoleGateway, Join: []string{b.Addr()}})
 
 	for _, m := range []*member{a, b, g} {
-		eventually(t, 5*time.Second, sees(m, "a", "b", "g"))
+		storagetest.Eventually(t, 5*time.Second, "membership", sees(m, "a", "b", "g"))
 	}
 	for _, m := range []*member{a, b, g} {
 		got := m.Members()
@@ -142,8 +145,8 @@ func TestThreeMembers(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	took := eventually(t, 6*time.Second, sees(a, "a", "g"))
-	eventually(t, time.Second, sees(g, "a", "g"))
+	took := storagetest.Eventually(t, 6*time.Second, "membership", sees(a, "a", "g"))
+	storagetest.Eventually(t, time.Second, "membership", sees(g, "a", "g"))
 	t.Logf("a dropped b, which stopped without leaving, after %v", took)
 	select {
 	case <-a.Changes():
@@ -154,7 +157,7 @@ func TestThreeMembers(t *testing.T) {
 	// g leaves gracefully: a learns it from the leave message, faster than
 	// by probing.
 	g.stop(t)
-	took = eventually(t, 3*time.Second, sees(a, "a"))
+	took = storagetest.Eventually(t, 3*time.Second, "membership", sees(a, "a"))
 	t.Logf("a dropped g, which left, after %v", took)
 	if got := gauge(t, reg, "gateway"); got != 0 {
 		t.Errorf("kgate_cluster_members{role=gateway} = %v, want 0", got)
@@ -205,13 +208,20 @@ func TestJoinByDNSName(t *testing.T) {
 	// An unresolvable name next to a resolvable one: the join goes through
 	// the one that resolves.
 	b := start(t, Config{Name: "b", Role: RoleGateway, Join: []string{"no-such-host.invalid:" + port, "localhost:" + port}})
-	eventually(t, 10*time.Second, sees(b, "a", "b"))
-	eventually(t, 2*time.Second, sees(a, "a", "b"))
+	storagetest.Eventually(t, 10*time.Second, "membership", sees(b, "a", "b"))
+	storagetest.Eventually(t, 2*time.Second, "membership", sees(a, "a", "b"))
 
 	// Nothing resolves: the member keeps running alone and retrying, and
 	// stops promptly.
-	c := start(t, Config{Name: "c", Role: RoleGateway, Join: []string{"no-such-host.invalid:" + port}})
-	time.Sleep(1500 * time.Millisecond)
+	failed := joinFailures{ch: make(chan struct{}, 1)}
+	c := start(t, Config{Name: "c", Role: RoleGateway, Join: []string{"no-such-host.invalid:" + port}, Logger: slog.New(failed)})
+	for range 3 { // the first attempt and two retries after backing off
+		select {
+		case <-failed.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("c made no further join attempt")
+		}
+	}
 	if got := names(c.Members()); !slices.Equal(got, []string{"c"}) {
 		t.Errorf("c sees %v, want itself only", got)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/storage/storagetest"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -78,14 +79,13 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() {
 		srv.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			t.Errorf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-		}
+		storagetest.Eventually(t, 5*time.Second, "goroutines end", func() error {
+			if n := runtime.NumGoroutine(); n > before {
+				buf := make([]byte, 1<<20)
+				return fmt.Errorf("%d goroutines left, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+			}
+			return nil
+		})
 	})
 	return &env{t: t, url: srv.ClientURL()}
 }
@@ -124,30 +124,16 @@ func (e *env) directory(expire time.Duration, reg prometheus.Registerer) *Direct
 	return d
 }
 
-func eventually(t *testing.T, within time.Duration, f func() string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var last string
-	for time.Since(start) < within {
-		if last = f(); last == "" {
-			return time.Since(start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("after %v: %s", within, last)
-	return 0
-}
-
-func nodesAre(d *Directory, want ...string) func() string {
-	return func() string {
+func nodesAre(d *Directory, want ...string) func() error {
+	return func() error {
 		var got []string
 		for _, n := range d.Nodes() {
 			got = append(got, n.Node)
 		}
 		if !slices.Equal(got, want) {
-			return fmt.Sprintf("nodes %v, want %v", got, want)
+			return fmt.Errorf("nodes %v, want %v", got, want)
 		}
-		return ""
+		return nil
 	}
 }
 
@@ -174,7 +160,7 @@ func TestTwoPublishers(t *testing.T) {
 	pa, nca := e.publisher("a", interval, &a)
 	pb, _ := e.publisher("b", interval, &b)
 
-	eventually(t, 3*time.Second, nodesAre(d, "a", "b"))
+	storagetest.Eventually(t, 3*time.Second, "the directory's nodes", nodesAre(d, "a", "b"))
 	nodes := d.Nodes()
 	if n := nodes[0]; n.ReadAddr != "a:8443" || n.Epoch == 0 || len(n.Ranges) != 2 || n.Heard.IsZero() {
 		t.Errorf("node a = %+v", n)
@@ -212,17 +198,17 @@ func TestTwoPublishers(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("no change notified")
 	}
-	eventually(t, time.Second, func() string {
+	storagetest.Eventually(t, time.Second, "b is pods-2's only ready node", func() error {
 		if got := readyNodes(d, "pods-2"); !slices.Equal(got, []string{"b"}) {
-			return fmt.Sprintf("Ready(pods-2) = %v", got)
+			return fmt.Errorf("Ready(pods-2) = %v", got)
 		}
-		return ""
+		return nil
 	})
 
 	// b stops gracefully: forgotten at once, long before expiry.
 	begin := time.Now()
 	pb.stop(t)
-	eventually(t, 500*time.Millisecond, nodesAre(d, "a"))
+	storagetest.Eventually(t, 500*time.Millisecond, "the directory's nodes", nodesAre(d, "a"))
 	t.Logf("b, stopped, forgotten after %v", time.Since(begin))
 	if got := readyNodes(d, "pods-0"); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("Ready(pods-0) = %v", got)
@@ -235,7 +221,7 @@ func TestTwoPublishers(t *testing.T) {
 	nca.Close()
 	begin = time.Now()
 	pa.stop(t)
-	took := eventually(t, 3*time.Second, nodesAre(d))
+	took := storagetest.Eventually(t, 3*time.Second, "the directory's nodes", nodesAre(d))
 	t.Logf("a, silent, expired after %v", time.Since(begin))
 	if took < 500*time.Millisecond {
 		t.Errorf("a expired after %v, before Expire", took)
@@ -249,10 +235,22 @@ func TestProbeOnStart(t *testing.T) {
 	e := newEnv(t)
 	var a source
 	a.set(RangeStatus{ID: "leases", Ready: true, Seen: 7})
+	// The directory starts after a's one announcement (a subscribes to
+	// probes before it announces, on the same connection).
+	watcher := e.conn()
+	announced, err := watcher.SubscribeSync(Subject("a"))
+	if err == nil {
+		err = watcher.Flush() // the server has the subscription
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.publisher("a", time.Hour, &a) // announces once, then only when asked
-	time.Sleep(200 * time.Millisecond)
+	if _, err := announced.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("a did not announce: %v", err)
+	}
 	d := e.directory(2*time.Hour, nil)
-	took := eventually(t, 2*time.Second, nodesAre(d, "a"))
+	took := storagetest.Eventually(t, 2*time.Second, "the directory's nodes", nodesAre(d, "a"))
 	t.Logf("a directory started late heard a after %v", took)
 }
 
@@ -269,7 +267,7 @@ func TestMalformedIgnored(t *testing.T) {
 	if err := nc.Publish(Subject("good"), b); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, nodesAre(d, "good"))
+	storagetest.Eventually(t, 2*time.Second, "the directory's nodes", nodesAre(d, "good"))
 }
 
 // gauge reads a gauge (with label range, when not "") from reg.

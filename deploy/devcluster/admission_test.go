@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // webhookServer is a real admission webhook over HTTPS, with a CA of its
@@ -247,7 +248,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 
 	// The gateway learns of the configurations through its feed.
 	n := 0
-	eventually(t, "the mutating webhook applies", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the mutating webhook applies", func() error {
 		n++
 		cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("probe-"+string(rune('a'+n%26))+time.Now().Format("150405.000000"), nil), metav1.CreateOptions{})
 		if err != nil {
@@ -313,7 +314,7 @@ func TestAdmissionWebhooks(t *testing.T) {
 	t.Cleanup(func() {
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, vwc2.Name, metav1.DeleteOptions{})
 	})
-	eventually(t, "dry run refused by a webhook with side effects", func() error {
+	storagetest.Eventually(t, 15*time.Second, "dry run refused by a webhook with side effects", func() error {
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("dry2", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if apierrors.IsBadRequest(err) && strings.Contains(err.Error(), `admission webhook "some.kgate.test" does not support dry run`) {
 			return nil
@@ -350,7 +351,7 @@ func TestAdmissionWebhookMatchConditions(t *testing.T) {
 		cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
 	})
 	i := 0
-	eventually(t, "the webhook is called for hook-*", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the webhook is called for hook-*", func() error {
 		i++
 		name := "hook-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name, nil), metav1.CreateOptions{}); err != nil {
@@ -403,7 +404,7 @@ func TestAdmissionWebhookTimeout(t *testing.T) {
 			cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, ns, metav1.DeleteOptions{})
 		})
 		i := 0
-		eventually(t, string(tc.policy), func() error {
+		storagetest.Eventually(t, 15*time.Second, string(tc.policy), func() error {
 			i++
 			start := time.Now()
 			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("cm-"+string(rune('a'+i)), nil), metav1.CreateOptions{})
@@ -464,7 +465,7 @@ func TestValidatingAdmissionPolicy(t *testing.T) {
 		cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
 	})
 	want := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b.Name + "' denied request: the key forbidden is not allowed"
-	eventually(t, "the policy denies", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the policy denies", func() error {
 		cm := configMap("bad", nil)
 		cm.Data = map[string]string{"forbidden": "x"}
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
@@ -561,7 +562,7 @@ func TestValidatingAdmissionPolicyParams(t *testing.T) {
 
 	// The params' limit: over it is denied with the policy's message.
 	want := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b1 + "' denied request: replicas must be at most 3"
-	eventually(t, "the policy denies over the params' limit", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the policy denies over the params' limit", func() error {
 		_, err := cs.AppsV1().Deployments(ns).Create(ctx, deployment("big", 10), metav1.CreateOptions{})
 		if err == nil {
 			cs.AppsV1().Deployments(ns).Delete(ctx, "big", metav1.DeleteOptions{})
@@ -587,7 +588,7 @@ func TestValidatingAdmissionPolicyParams(t *testing.T) {
 	// No params in the namespace: Deny rejects, Allow admits.
 	wantMissing := "ValidatingAdmissionPolicy '" + pol.Name + "' with binding '" + b2 +
 		"' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
-	eventually(t, "missing params deny", func() error {
+	storagetest.Eventually(t, 15*time.Second, "missing params deny", func() error {
 		_, err := cs.AppsV1().Deployments(nsMissingDeny).Create(ctx, deployment("d", 1), metav1.CreateOptions{})
 		if err == nil {
 			cs.AppsV1().Deployments(nsMissingDeny).Delete(ctx, "d", metav1.DeleteOptions{})
@@ -645,7 +646,7 @@ func TestAdmissionWebhookScale(t *testing.T) {
 		return err
 	}
 	want := `admission webhook "max5.kgate.test" denied the request: at most 5 replicas`
-	eventually(t, "the scale webhook applies", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the scale webhook applies", func() error {
 		err := scaleTo(10)
 		if err == nil {
 			return errNotYet
@@ -758,7 +759,7 @@ func TestResourceQuota(t *testing.T) {
 	}
 	// Wait until the gateway's feed has the (full) quota: a dry run is
 	// refused and nothing is charged meanwhile.
-	eventually(t, "the quota applies", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the quota applies", func() error {
 		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, configMap("probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: q") {
 			return nil
@@ -846,7 +847,7 @@ func TestResourceQuotaUpdates(t *testing.T) {
 	}
 	// The gateway learns of the quota through its feed: until then an
 	// update is not charged, so a is turned NodePort until it is.
-	eventually(t, "the quota is counted", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the quota is counted", func() error {
 		cur, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "q", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -856,7 +857,7 @@ func TestResourceQuotaUpdates(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "the quota applies to updates", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the quota applies to updates", func() error {
 		if err := toNodePort("a", false); err != nil {
 			return err
 		}
@@ -930,7 +931,7 @@ func TestLimitRanger(t *testing.T) {
 		return p
 	}
 	i := 0
-	eventually(t, "the LimitRange defaults pods", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the LimitRange defaults pods", func() error {
 		i++
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod("p"+string(rune('a'+i)), ""), metav1.CreateOptions{})
 		if err != nil {
@@ -1002,7 +1003,7 @@ func TestResourceQuotaRecount(t *testing.T) {
 	if _, err := cs.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the recount corrects the quota", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the recount corrects the quota", func() error {
 		cms, svcs := used("configmaps"), used("services")
 		// kube-root-ca.crt is not created by kgate dev: the one ConfigMap
 		// is the one written around the gateway.

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // The auth tests share a cluster of their own: it has a token file with
@@ -86,20 +87,16 @@ func closeAuthCluster() error {
 func waitRBAC(tb testing.TB, c *devcluster.Cluster) {
 	tb.Helper()
 	rc := newRawClient(tb, c)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	storagetest.Eventually(tb, 20*time.Second, "/readyz", func() error {
 		resp, body := rc.do(tb, "GET", "/readyz?verbose", nil)
-		if resp.StatusCode == 200 {
-			if !strings.Contains(string(body), "[+]rbac ok") {
-				tb.Fatalf("/readyz has no rbac check:\n%s", body)
-			}
-			return
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("/readyz: %d %s", resp.StatusCode, body)
+		if !strings.Contains(string(body), "[+]rbac ok") {
+			tb.Fatalf("/readyz has no rbac check:\n%s", body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // tokenConfig is c's config for a bearer token instead of the admin
@@ -120,22 +117,6 @@ func tokenClient(tb testing.TB, c *devcluster.Cluster, token string) kubernetes.
 		tb.Fatal(err)
 	}
 	return cs
-}
-
-// eventually retries f until it returns nil.
-func eventually(tb testing.TB, what string, f func() error) {
-	tb.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func bindRole(tb testing.TB, admin kubernetes.Interface, ns, name, kind, role string, subjects ...rbacv1.Subject) {
@@ -170,7 +151,7 @@ func TestViewInOneNamespace(t *testing.T) {
 		`pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "`+mine+`"`)
 
 	bindRole(t, admin, mine, "alice-view", "ClusterRole", "view", userSubject("alice"))
-	eventually(t, "alice lists pods once bound to view", func() error {
+	storagetest.Eventually(t, 15*time.Second, "alice lists pods once bound to view", func() error {
 		_, err := alice.CoreV1().Pods(mine).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -232,7 +213,7 @@ func TestAccessReviews(t *testing.T) {
 			}
 			return r.Status.Allowed
 		}
-		eventually(t, "carol's binding", func() error {
+		storagetest.Eventually(t, 15*time.Second, "carol's binding", func() error {
 			if !can("list", "pods", ns) {
 				return apierrors.NewForbidden(corev1.Resource("pods"), "", nil)
 			}
@@ -299,7 +280,7 @@ func TestEscalationPrevention(t *testing.T) {
 	bindRole(t, admin, ns, "bob-rbac", "Role", "rbac-writer", userSubject("bob"))
 	bob := tokenClient(t, c, "tok-bob")
 	// Within what bob holds: allowed (once bob's binding is in force).
-	eventually(t, "bob creates a role within his rights", func() error {
+	storagetest.Eventually(t, 15*time.Second, "bob creates a role within his rights", func() error {
 		_, err := bob.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "cm-reader"},
 			Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"configmaps"}}}}, metav1.CreateOptions{})
 		return err
@@ -342,7 +323,7 @@ func TestEscalationPrevention(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindRole(t, admin, ns, "bob-bind", "Role", "bind-admin", userSubject("bob"))
-	eventually(t, "bob binds admin once allowed to bind it", func() error {
+	storagetest.Eventually(t, 15*time.Second, "bob binds admin once allowed to bind it", func() error {
 		_, err := bob.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "carol-admin"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
 			Subjects: []rbacv1.Subject{userSubject("carol")}}, metav1.CreateOptions{})
@@ -376,7 +357,7 @@ func TestImpersonation(t *testing.T) {
 	}
 	// The admin impersonates alice: alice's rights, alice's identity.
 	asAlice := as("", rest.ImpersonationConfig{UserName: "alice", Extra: map[string][]string{"scopes": {"view"}}})
-	eventually(t, "admin as alice lists pods", func() error {
+	storagetest.Eventually(t, 15*time.Second, "admin as alice lists pods", func() error {
 		_, err := asAlice.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -406,7 +387,7 @@ func TestImpersonation(t *testing.T) {
 		t.Fatal(err)
 	}
 	bobAsAlice := as("tok-bob", rest.ImpersonationConfig{UserName: "alice"})
-	eventually(t, "bob as alice", func() error {
+	storagetest.Eventually(t, 15*time.Second, "bob as alice", func() error {
 		_, err := bobAsAlice.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -494,7 +475,7 @@ func TestServiceAccountTokens(t *testing.T) {
 	if err := admin.CoreV1().ServiceAccounts(ns).Delete(ctx, "builder", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the token stops working", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the token stops working", func() error {
 		_, err := builder.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if apierrors.IsUnauthorized(err) {
 			return nil
@@ -532,7 +513,7 @@ func TestStoredAggregation(t *testing.T) {
 		return slices.Contains(r.Resources, "pods") && slices.Contains(r.Verbs, "list")
 	}
 	for _, role := range []string{"view", "edit", "admin"} {
-		eventually(t, role+" stores its aggregated rules", func() error { return has(role, podsRead) })
+		storagetest.Eventually(t, 15*time.Second, role+" stores its aggregated rules", func() error { return has(role, podsRead) })
 	}
 	widgets := func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "widgets") }
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
@@ -544,12 +525,12 @@ func TestStoredAggregation(t *testing.T) {
 	defer admin.RbacV1().ClusterRoles().Delete(ctx, "widget-viewer", metav1.DeleteOptions{})
 	// view takes the new rule; edit and admin aggregate view's members.
 	for _, role := range []string{"view", "edit", "admin"} {
-		eventually(t, role+" stores the new member's rule", func() error { return has(role, widgets) })
+		storagetest.Eventually(t, 15*time.Second, role+" stores the new member's rule", func() error { return has(role, widgets) })
 	}
 	if err := admin.RbacV1().ClusterRoles().Delete(ctx, "widget-viewer", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "view drops the deleted member's rule", func() error {
+	storagetest.Eventually(t, 15*time.Second, "view drops the deleted member's rule", func() error {
 		if has("view", widgets) == nil {
 			return errors.New("view still grants widgets")
 		}

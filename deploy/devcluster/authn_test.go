@@ -30,6 +30,7 @@ import (
 
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // The authentication tests share a cluster of their own with an OIDC
@@ -239,7 +240,7 @@ func TestOIDCTokens(t *testing.T) {
 	checkAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden,
 		`pods is forbidden: User "`+name+`" cannot list resource "pods" in API group "" in the namespace "`+ns+`"`)
 	bindRole(t, admin, ns, "oidc-dev-view", "ClusterRole", "view", groupSubject("oidc:dev"))
-	eventually(t, "the OIDC group lists pods once bound to view", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the OIDC group lists pods once bound to view", func() error {
 		_, err := jane.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -301,7 +302,7 @@ func TestRequestHeaderProxy(t *testing.T) {
 	checkAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden,
 		`pods is forbidden: User "proxied-jane" cannot list resource "pods" in API group "" in the namespace "`+ns+`"`)
 	bindRole(t, admin, ns, "proxied-jane-view", "ClusterRole", "view", userSubject("proxied-jane"))
-	eventually(t, "the proxied user lists pods once bound to view", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the proxied user lists pods once bound to view", func() error {
 		_, err := proxied.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err
 	})

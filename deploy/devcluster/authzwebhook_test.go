@@ -24,6 +24,7 @@ import (
 
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // sarWebhook is a SubjectAccessReview service: webhook-alice may list
@@ -171,7 +172,7 @@ func TestAuthorizationWebhook(t *testing.T) {
 	// An RBAC user is decided by RBAC, before the webhook.
 	bob := tokenClient(t, c, "tok-rbob")
 	bindRole(t, admin, "b", "bob-view", "ClusterRole", "view", userSubject("rbac-bob"))
-	eventually(t, "bob lists configmaps in b once bound to view", func() error {
+	storagetest.Eventually(t, 15*time.Second, "bob lists configmaps in b once bound to view", func() error {
 		_, err := bob.CoreV1().ConfigMaps("b").List(ctx, metav1.ListOptions{})
 		return err
 	})

@@ -35,6 +35,7 @@ import (
 
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/gateway"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 const guardPolicy = `apiVersion: audit.k8s.io/v1
@@ -175,7 +176,7 @@ func testAudit(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interface, 
 		}
 		return strings.Join(s, ",")
 	}
-	eventually(t, "audit log", func() error {
+	storagetest.Eventually(t, 15*time.Second, "audit log", func() error {
 		evs, err := readAudit(auditLog)
 		if err != nil {
 			return err
@@ -287,6 +288,9 @@ func testUserRate(t *testing.T, c *devcluster.Cluster) {
 	if resp, body := tokenRaw(t, c, "tok-list").do(t, "GET", "/api/v1/namespaces/default/configmaps", nil); resp.StatusCode == 429 {
 		t.Fatalf("another user: %d %s", resp.StatusCode, body)
 	}
+	// Real time is what is under test: the running gateway's per-user
+	// bucket refills on the wall clock (5 a second), which no event
+	// announces (fairness's own tests drive it in a synctest bubble).
 	time.Sleep(time.Second)
 	if resp, body := rc.do(t, "GET", "/api/v1/namespaces/default/configmaps", nil); resp.StatusCode != 403 {
 		t.Fatalf("after a refill: %d %s", resp.StatusCode, body)
@@ -297,11 +301,13 @@ func testWatchCap(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interfac
 	bindRole(t, admin, "default", "watch-user-view", "ClusterRole", "view", userSubject("watch-user"))
 	cs := tokenClient(t, c, "tok-watch")
 	rc := tokenRaw(t, c, "tok-watch")
-	eventually(t, "watch-user can list", func() error {
+	storagetest.Eventually(t, 15*time.Second, "watch-user can list", func() error {
 		_, err := cs.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{})
 		return err
 	})
-	time.Sleep(time.Second) // refill the rate bucket
+	// A full bucket for the burst below: the gateway refills it on the
+	// wall clock only (see testUserRate).
+	time.Sleep(time.Second)
 	var open []*http.Response
 	defer func() {
 		for _, r := range open {
@@ -332,8 +338,10 @@ func testWatchCap(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interfac
 	// Ending a watch frees its slot.
 	open[0].Body.Close()
 	open = open[1:]
-	time.Sleep(time.Second) // refill the rate bucket
-	eventually(t, "a watch after one ended", func() error {
+	// A full bucket for the burst below: the gateway refills it on the
+	// wall clock only (see testUserRate).
+	time.Sleep(time.Second)
+	storagetest.Eventually(t, 15*time.Second, "a watch after one ended", func() error {
 		if resp, body := watch(); resp.StatusCode != 200 {
 			return fmt.Errorf("%d %s", resp.StatusCode, body)
 		}
@@ -352,7 +360,7 @@ func testListBytes(t *testing.T, c *devcluster.Cluster, admin kubernetes.Interfa
 	}
 	bindRole(t, admin, ns, "list-user-view", "ClusterRole", "view", userSubject("list-user"))
 	rc := tokenRaw(t, c, "tok-list")
-	eventually(t, "list-user can list", func() error {
+	storagetest.Eventually(t, 15*time.Second, "list-user can list", func() error {
 		resp, body := rc.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil)
 		if resp.StatusCode != 200 {
 			return fmt.Errorf("%d %s", resp.StatusCode, body)
@@ -410,7 +418,7 @@ func testCertReload(t *testing.T, c *devcluster.Cluster) {
 	replace(newCert, newKey)
 	defer func() {
 		replace(oldCert, oldKey)
-		eventually(t, "original certificate back", func() error {
+		storagetest.Eventually(t, 15*time.Second, "original certificate back", func() error {
 			got, err := served()
 			if err != nil {
 				return err
@@ -421,7 +429,7 @@ func testCertReload(t *testing.T, c *devcluster.Cluster) {
 			return nil
 		})
 	}()
-	eventually(t, "reloaded certificate served", func() error {
+	storagetest.Eventually(t, 15*time.Second, "reloaded certificate served", func() error {
 		got, err := served()
 		if err != nil {
 			return err
@@ -616,7 +624,7 @@ func TestFairQueuing(t *testing.T) {
 	}
 	a, b := tokenRaw(t, c, "tok-fair-a"), tokenRaw(t, c, "tok-fair-b")
 	seq := 0
-	eventually(t, "fair-a creates through the webhook", func() error {
+	storagetest.Eventually(t, 15*time.Second, "fair-a creates through the webhook", func() error {
 		seq++
 		resp, body := a.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"warmup-%d"}}`, seq), "Content-Type", "application/json")
 		if resp.StatusCode != 201 {
@@ -639,7 +647,7 @@ func TestFairQueuing(t *testing.T) {
 
 	queued := func(want float64) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("%v requests queued", want), func() error {
+		storagetest.Eventually(t, 15*time.Second, fmt.Sprintf("%v requests queued", want), func() error {
 			if got := gatewayMetric(t, adminRaw, "kgate_gateway_queued_requests", `level="workload"`); got != want {
 				return fmt.Errorf("%v queued", got)
 			}
@@ -678,7 +686,7 @@ func TestFairQueuing(t *testing.T) {
 		t.Fatalf("b2: %+v", r)
 	}
 	queued(3)
-	eventually(t, "the cancelled wait counted", func() error {
+	storagetest.Eventually(t, 15*time.Second, "the cancelled wait counted", func() error {
 		if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="cancelled"`); n != 1 {
 			return fmt.Errorf("kgate_gateway_rejected_total{reason=cancelled} = %v", n)
 		}
@@ -700,7 +708,7 @@ func TestFairQueuing(t *testing.T) {
 		t.Fatalf("served %v: want a1 first and a3 last", order)
 	}
 	queued(0)
-	eventually(t, "no request in flight", func() error {
+	storagetest.Eventually(t, 15*time.Second, "no request in flight", func() error {
 		if n := gatewayMetric(t, adminRaw, "kgate_gateway_inflight", `level="workload"`); n != 0 {
 			return fmt.Errorf("kgate_gateway_inflight{level=workload} = %v", n)
 		}

@@ -47,13 +47,28 @@ func cmEvent(typ string, cm *corev1.ConfigMap) event {
 	return event{Type: typ, Name: cm.Name, RV: cm.ResourceVersion, Data: b.String()}
 }
 
-// recorder is an informer event handler keeping every event in order.
+// recorder is an informer event handler keeping every event in order,
+// except those of fence objects (named fencePrefix...): a fence's
+// DELETED is sent on fenced instead.
 type recorder struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards events
 	events []event
+	fenced chan string
+	// fence writes a fence object, deletes it and returns its name.
+	fence func() string
 }
 
+// fencePrefix names the objects recorder.waitFor writes after the
+// writes it waits for.
+const fencePrefix = "fence-"
+
 func (r *recorder) add(e event) {
+	if strings.HasPrefix(e.Name, fencePrefix) {
+		if e.Type == "DELETED" {
+			r.fenced <- e.Name
+		}
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -65,16 +80,26 @@ func (r *recorder) snapshot() []event {
 	return append([]event(nil), r.events...)
 }
 
-// waitFor waits until n events arrived (and a little longer, to catch
-// extra ones), and returns them.
+// waitFor waits until the events of every write so far arrived, extra
+// ones included, and returns them: it writes a fence and waits for its
+// DELETED, which an informer delivers after every earlier event. n is
+// how many events the caller expects, for the message of a fence that
+// does not come.
 func (r *recorder) waitFor(t *testing.T, n int) []event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for len(r.snapshot()) < n && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	name := r.fence()
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case got := <-r.fenced:
+			if got != name {
+				continue // an earlier fence
+			}
+		case <-timeout:
+			t.Logf("fence %s not seen after 15s; %d of %d events", name, len(r.snapshot()), n)
+		}
+		return r.snapshot()
 	}
-	time.Sleep(300 * time.Millisecond)
-	return r.snapshot()
 }
 
 func (r *recorder) handler() cache.ResourceEventHandler {
@@ -171,7 +196,16 @@ func testInformer(t *testing.T, c *devcluster.Cluster, json, watchList bool) {
 	watchesBefore := requestCount(t, c, "WATCH", "configmaps")
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().ConfigMaps().Informer()
-	rec := &recorder{}
+	fences := 0
+	rec := &recorder{fenced: make(chan string, 4), fence: func() string {
+		t.Helper()
+		fences++
+		cm := create(fmt.Sprintf("%s%d", fencePrefix, fences), "")
+		if err := cms.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete %s: %v", cm.Name, err)
+		}
+		return cm.Name
+	}}
 	if _, err := inf.AddEventHandler(rec.handler()); err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func (r *contract) exec(t *testing.T) {
 	if r.fault != nil {
 		r.fault(ctx, t, start, d, wr)
 	}
-	time.Sleep(time.Until(start.Add(d)))
+	time.Sleep(time.Until(start.Add(d))) // the run lasts d of real time (-watchcheck.duration)
 	stopWriter()
 	if err := <-writerDone; err != nil {
 		t.Fatalf("writer: %v", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // startMulti starts a Multi for t, closed at its end.
@@ -100,6 +105,10 @@ func (h *handlerLog) events(ns map[string]bool) []Event {
 	return out
 }
 
+// drainWrites is how many writes TestGatewayDrain waits for before the
+// stop, and again after the informers moved to gateway B.
+const drainWrites = 25
+
 // TestGatewayDrain stops a gateway the way SIGTERM does while informers
 // watch through it. Two gateways serve the same two cache nodes behind an
 // L4 proxy that sends new connections to gateway A (to B when A refuses
@@ -178,7 +187,13 @@ func TestGatewayDrain(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(time.Second)
+	// Writes before the stop: some reach every watch through gateway A.
+	storagetest.Eventually(t, time.Minute, "writes before the stop", func() error {
+		if n := len(hist.Writes()); n < drainWrites {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
 	beforeStop := hist.LastRev()
 	// Probers watch gateway A directly, again and again, until it
 	// refuses connections: what a client resuming at once gets from a
@@ -188,16 +203,35 @@ func TestGatewayDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	probeCfg.QPS, probeCfg.Burst = -1, 0
-	probe := newClientset(t, probeCfg)
 	var (
 		probeMu  sync.Mutex
 		outcomes = map[string]int{}
 		probes   sync.WaitGroup
 	)
-	for range 4 {
-		probes.Go(func() { probeStopping(ctx, probe, beforeStop, &probeMu, outcomes) })
+	watchesA := func() float64 {
+		return m.Counter(0, "apiserver_request_total", map[string]string{"verb": "WATCH", "resource": "configmaps"})
 	}
-	time.Sleep(100 * time.Millisecond)
+	watchesBefore := watchesA()
+	for range 4 {
+		trip := &lastTrip{}
+		cfg := rest.CopyConfig(probeCfg)
+		if !*flagReuse {
+			cfg.WrapTransport = closeAfterWatch
+		}
+		cfg.Wrap(trip.wrap)
+		probe, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probes.Go(func() { probeStopping(ctx, probe, trip, beforeStop, &probeMu, outcomes) })
+	}
+	// The probers' first watches run on A (watches count when they start).
+	storagetest.Eventually(t, time.Minute, "the probers watch gateway A", func() error {
+		if n := watchesA() - watchesBefore; n < 4 {
+			return fmt.Errorf("%.0f of the 4 probers' watches started", n)
+		}
+		return nil
+	})
 	t0 := time.Now()
 	if err := m.StopGateway(0); err != nil {
 		t.Fatal(err)
@@ -215,7 +249,19 @@ func TestGatewayDrain(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("the plain watch did not end within 5s of gateway A's stop")
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Writes after the switch, once both informers watch on B again.
+	afterStop := len(hist.Writes())
+	storagetest.Eventually(t, time.Minute, "writes after the switch", func() error {
+		for _, in := range infs {
+			if n := len(in.watches()); n < 2 {
+				return fmt.Errorf("%s made %d watch requests", in.name, n)
+			}
+		}
+		if n := len(hist.Writes()) - afterStop; n < drainWrites {
+			return fmt.Errorf("%d writes since the stop", n)
+		}
+		return nil
+	})
 	stopWriter()
 	if err := <-writerDone; err != nil {
 		t.Fatalf("writer: %v", err)
@@ -316,11 +362,43 @@ func TestGatewayDrain(t *testing.T) {
 		took.Round(time.Millisecond), len(writes), wr.failed, final, listA, listB, watchB, px.Connections())
 }
 
+// lastTrip remembers how its client's last request ended at the
+// transport: client-go answers a watch request whose connection is reset
+// or closed before any response (the gateway closed its listener with the
+// connection still in its accept queue) with a watch that ends at once,
+// without an event or an error, which only the transport can tell apart
+// from a 200 stream closed without any event.
+type lastTrip struct {
+	rt  http.RoundTripper
+	mu  sync.Mutex // guards err
+	err error
+}
+
+func (l *lastTrip) wrap(rt http.RoundTripper) http.RoundTripper {
+	l.rt = rt
+	return l
+}
+
+func (l *lastTrip) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	l.mu.Lock()
+	l.err = err
+	l.mu.Unlock()
+	return resp, err
+}
+
+// lost is the error of the last request when it got no response.
+func (l *lastTrip) lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
 // probeStopping watches gateway cs again and again, from revision from
 // with bookmarks, until it refuses connections, and counts how each watch
 // went in outcomes; the outcomes a client cannot resume from without a
-// relist start with "bad: ".
-func probeStopping(ctx context.Context, cs kubernetes.Interface, from int64, mu *sync.Mutex, outcomes map[string]int) {
+// relist start with "bad: ". trip is cs's transport.
+func probeStopping(ctx context.Context, cs kubernetes.Interface, trip *lastTrip, from int64, mu *sync.Mutex, outcomes map[string]int) {
 	record := func(o string) {
 		mu.Lock()
 		outcomes[o]++
@@ -358,6 +436,11 @@ func probeStopping(ctx context.Context, cs kubernetes.Interface, from int64, mu 
 		}
 		w.Stop()
 		switch {
+		case n == 0 && trip.lost() != nil:
+			// No response at all: like a refused connection, the
+			// gateway had stopped listening.
+			record("connection reset or closed before a response")
+			return
 		case n == 0:
 			record("bad: a 200 stream closed without any event")
 		case last.Type == watch.Bookmark:
@@ -367,5 +450,54 @@ func probeStopping(ctx context.Context, cs kubernetes.Interface, from int64, mu 
 		default:
 			record("bad: stream ended after " + string(last.Type) + " without a bookmark")
 		}
+	}
+}
+
+// TestLastTripSeesLostConnection: a watch whose connection is reset before
+// any response (a listener closing with the connection in its accept
+// queue) comes from client-go as a watch that ends at once without an
+// event or an error; only the transport, through lastTrip, tells it from a
+// 200 stream closed without any event. The watch is the probers'.
+func TestLastTripSeesLostConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // the test closed ln
+			}
+			_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+			var buf [16]byte
+			_, _ = c.Read(buf[:]) // the request has begun
+			c.Close()
+		}
+	}()
+	defer func() { ln.Close(); <-served }()
+	trip := &lastTrip{}
+	cfg := &rest.Config{Host: "http://" + ln.Addr().String()}
+	cfg.Wrap(trip.wrap)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := metav1.ListOptions{Watch: true, ResourceVersion: "5", AllowWatchBookmarks: true}
+	w, err := cs.CoreV1().RESTClient().Get().Resource("configmaps").
+		VersionedParams(&opts, scheme.ParameterCodec).MaxRetries(0).Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch = %v; client-go no longer hides a reset before the response", err)
+	}
+	n := 0
+	for range w.ResultChan() {
+		n++
+	}
+	if n != 0 || trip.lost() == nil {
+		t.Errorf("%d events, transport error %v; want none and an error", n, trip.lost())
 	}
 }

@@ -2,6 +2,7 @@ package watchcheck
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kgate/kgate/cachenode/event"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // Targeted reproductions of what the randomized runs found (and, for the
@@ -96,12 +99,13 @@ func TestCatchUpAcrossBookmarkTick(t *testing.T) {
 	}
 	// A watcher at the head keeps the range's feed there; the one from
 	// the first revision then catches up from the window on its own.
+	watchers := c.Counter("kgate_gateway_watchers")
 	head, err := cs.CoreV1().ConfigMaps("ns-0").Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer head.Stop()
-	time.Sleep(time.Second)
+	waitWatchers(t, c, watchers+1) // the head watcher joined its feed
 	w, err := cs.CoreV1().ConfigMaps("ns-0").Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(first, 10)})
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +127,18 @@ func TestCatchUpAcrossBookmarkTick(t *testing.T) {
 			t.Fatalf("watch from %d delivered %d of %d events in 5s", first, got, n-1)
 		}
 	}
+}
+
+// waitWatchers waits until c's gateway has at least n watchers: a watch
+// stream is answered before its watcher joins the range's feed.
+func waitWatchers(t *testing.T, c *Cluster, n float64) {
+	t.Helper()
+	storagetest.Eventually(t, 30*time.Second, "the watcher joins its feed", func() error {
+		if got := c.Counter("kgate_gateway_watchers"); got < n {
+			return fmt.Errorf("%.0f watchers, want %.0f", got, n)
+		}
+		return nil
+	})
 }
 
 func statusOf(ev watch.Event) string {
@@ -147,12 +163,13 @@ func TestLostLastEventIsDelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	watchers := c.Counter("kgate_gateway_watchers")
 	w, err := cs.CoreV1().ConfigMaps("ns-0").Watch(ctx, metav1.ListOptions{ResourceVersion: cm.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	time.Sleep(time.Second) // the feed is subscribed and idle
+	waitWatchers(t, c, watchers+1) // the feed is subscribed, the watcher at its head
 
 	var lost, progress atomic.Int64
 	c.SetDrop(func(ev *event.Event) bool {

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // TestPaginatedList lists thousands of ConfigMaps 500 at a time while a
@@ -63,7 +65,13 @@ func TestPaginatedList(t *testing.T) {
 			t.Errorf("writer: %v", err)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// The lists run while the writer writes.
+	storagetest.Eventually(t, time.Minute, "the writer writes", func() error {
+		if n := writes.Load(); n < 10 {
+			return fmt.Errorf("%d writes", n)
+		}
+		return nil
+	})
 
 	for _, pass := range []struct {
 		name     string
@@ -157,6 +165,8 @@ func listPages(ctx context.Context, cs kubernetes.Interface, ns, selector string
 			return nil, 0, pages, fmt.Errorf("page %d has %d items, limit %d", pages, len(l.Items), limit)
 		}
 		opts.Continue = l.Continue
+		// Pages spread over real time, so that writes land between
+		// them: the continue token must keep the first page's revision.
 		time.Sleep(20 * time.Millisecond)
 	}
 	if selector == "" && remain != nil && pages > 1 && *remain != int64(entries)-limit {

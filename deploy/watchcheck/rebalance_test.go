@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kgate/kgate/storage/ranges"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // flagRebalances is how many join-and-leave cycles TestListDuringRebalance
@@ -114,7 +116,19 @@ func TestListDuringRebalance(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(500 * time.Millisecond)
+	// Lists and writes under way before the first move: one list of each
+	// kind.
+	listed := func(n int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if listsAll < n {
+				return fmt.Errorf("%d lists, %d writes", listsAll, writes.Load())
+			}
+			return nil
+		}
+	}
+	storagetest.Eventually(t, time.Minute, "lists before the rebalance", listed(3))
 	rebalance.Store(true)
 	var moves []string
 	for k := range *flagRebalances {
@@ -148,7 +162,11 @@ func TestListDuringRebalance(t *testing.T) {
 			added, joined.Round(time.Millisecond), k, how, time.Since(t1).Round(time.Millisecond), owners))
 	}
 	rebalance.Store(false)
-	time.Sleep(300 * time.Millisecond)
+	// A list of each kind after the last move.
+	mu.Lock()
+	after := listsAll + 3
+	mu.Unlock()
+	storagetest.Eventually(t, time.Minute, "lists after the rebalance", listed(after))
 	stopWork()
 	<-listerDone
 	for range namespaces {
@@ -223,6 +241,7 @@ func listAll(ctx context.Context, cs kubernetes.Interface, kind string) (map[str
 			break
 		}
 		opts.Continue = l.Continue
+		// Pages spread over real time, so that moves land between them.
 		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
 	}
 	rev, err := strconv.ParseInt(rv, 10, 64)

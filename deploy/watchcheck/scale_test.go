@@ -132,6 +132,7 @@ func runScaleOut(t *testing.T, cfg MultiConfig, faults []string, seed uint64) {
 		note := func(format string, args ...any) {
 			events = append(events, fmt.Sprintf("%s %s", time.Since(start).Round(time.Millisecond), fmt.Sprintf(format, args...)))
 		}
+		// The faults come at fixed points of the run's real time.
 		at := func(f float64) { time.Sleep(time.Until(start.Add(time.Duration(f * float64(d))))) }
 		killNode, killGateway := false, false
 		for _, f := range faults {

@@ -227,7 +227,8 @@ func runContract(t *testing.T, f fault, seed uint64) {
 		counter:        c.Counter,
 	}
 	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer) {
-		// The fault, half way.
+		// The fault, half way through the run's real time; the outages
+		// below last real time too (what the watches must survive).
 		time.Sleep(time.Until(start.Add(d / 2)))
 		switch f {
 		case faultNATS:
@@ -251,7 +252,7 @@ func runContract(t *testing.T, f fault, seed uint64) {
 				t.Fatal(err)
 			}
 			if f == faultQuietNode {
-				time.Sleep(500 * time.Millisecond)
+				time.Sleep(500 * time.Millisecond) // the range stays quiet after the restart: the fault
 				wr.pause.Unlock()
 			}
 		}
@@ -313,6 +314,8 @@ func settle(watchers []*watcher, infs []*informer, final int64) (string, *watche
 		if why == "" || time.Now().After(deadline) {
 			return why, who
 		}
+		// A poll that reports what is still missing rather than failing
+		// (storagetest.Eventually would fail); quiet is real time.
 		time.Sleep(100 * time.Millisecond)
 	}
 }

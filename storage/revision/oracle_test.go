@@ -101,11 +101,11 @@ func TestCallersDuringFlightWaitForNextCall(t *testing.T) {
 	}
 	// Wait until all late callers have joined the pending batch, which
 	// only the next call serves.
-	waitFor(t, func() bool {
+	storagetest.Eventually(t, 5*time.Second, "the late callers join the pending batch", storagetest.Holds(func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return o.pending != nil && o.pending.waiters == late
-	})
+	}))
 	close(release)
 	if rev := <-first; rev != 1 {
 		t.Errorf("first caller got %d, want 1", rev)
@@ -119,17 +119,6 @@ func TestCallersDuringFlightWaitForNextCall(t *testing.T) {
 	}
 	if calls := kv.calls.Load(); calls != 2 {
 		t.Errorf("%d etcd calls for %d callers, want 2", calls, late+1)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // testAuth: kubectl auth can-i and whoami as the admin, then as a service
@@ -57,17 +60,12 @@ func testAuth(t *testing.T, e *env) {
 			t.Errorf("can-i before the binding: %s", r)
 		}
 		e.k.ok(t, "create", "rolebinding", "reader-view", "-n", authNS, "--clusterrole", "view", "--serviceaccount", authNS+":"+sa)
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			r := k.run("auth", "can-i", "list", "pods", "-n", authNS)
-			if r.err == nil && r.stdout == "yes\n" {
-				break
+		storagetest.Eventually(t, 15*time.Second, "the binding applies", func() error {
+			if r := k.run("auth", "can-i", "list", "pods", "-n", authNS); r.err != nil || r.stdout != "yes\n" {
+				return fmt.Errorf("the binding never applied: %s", r)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the binding never applied: %s", r)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		if out := k.ok(t, "get", "configmaps", "-n", authNS, "-o", "name"); out != "" {
 			t.Errorf("get configmaps in %s: %q", authNS, out)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 const oidcIssuer = "https://oidc.example.com"
@@ -94,8 +97,7 @@ func TestAuthFlags(t *testing.T) {
 
 	// The audit log: the OIDC user's whoami, and the rejected requests
 	// (kubectl's discovery, first) without a user.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	storagetest.Eventually(t, 10*time.Second, "the audit log", func() error {
 		whoami, rejected := false, false
 		for _, ev := range readAuditLog(t, auditLog) {
 			if ev.User.Username == oidcIssuer+"#jane" && ev.ObjectRef != nil && ev.ObjectRef.Resource == "selfsubjectreviews" && ev.Stage == auditv1.StageResponseComplete {
@@ -106,13 +108,10 @@ func TestAuthFlags(t *testing.T) {
 			}
 		}
 		if whoami && rejected {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("audit log lacks the events (whoami %v, rejected %v)", whoami, rejected)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("audit log lacks the events (whoami %v, rejected %v)", whoami, rejected)
+	})
 }
 
 func readAuditLog(t *testing.T, path string) []auditv1.Event {

@@ -84,7 +84,10 @@ func waitHTTP(t *testing.T, client *http.Client, url string, r *role) {
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		select { // an exit is seen at once, on the next round
+		case <-r.exited:
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	t.Fatalf("%s did not become ready within %s", url, startTimeout)
 }

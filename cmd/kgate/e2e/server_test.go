@@ -184,7 +184,10 @@ func (s *server) waitReady() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("/readyz not ok within %s; last answer: %s", readyTimeout, last)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select { // an exit is seen at once, on the next round
+		case <-s.exited:
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

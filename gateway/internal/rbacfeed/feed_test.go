@@ -33,18 +33,6 @@ func listPods(ns string) authz.Attributes {
 	return authz.Attributes{User: alice, Verb: "list", Namespace: ns, Resource: "pods", IsResourceRequest: true}
 }
 
-// eventually waits until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func allowed(r *authz.RBAC, a authz.Attributes) bool {
 	d, _ := r.Authorize(a)
 	return d == authz.Allow
@@ -119,18 +107,18 @@ func TestFeedFollowsCache(t *testing.T) {
 	put("clusterrolebindings", &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-everywhere"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}})
-	eventually(t, "a new ClusterRoleBinding applies", func() bool { return allowed(r, listPods("b")) })
+	storagetest.Eventually(t, 10*time.Second, "a new ClusterRoleBinding applies", storagetest.Holds(func() bool { return allowed(r, listPods("b")) }))
 	put("roles", &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "secrets"},
 		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"secrets"}}}})
 	put("rolebindings", &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "alice-secrets"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "secrets"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: user.AllAuthenticated}}})
 	getSecret := authz.Attributes{User: alice, Verb: "get", Namespace: "a", Resource: "secrets", Name: "s", IsResourceRequest: true}
-	eventually(t, "a new Role and RoleBinding apply", func() bool { return allowed(r, getSecret) })
+	storagetest.Eventually(t, 10*time.Second, "a new Role and RoleBinding apply", storagetest.Holds(func() bool { return allowed(r, getSecret) }))
 	del("clusterrolebindings", "", "alice-everywhere")
-	eventually(t, "a deleted ClusterRoleBinding stops applying", func() bool { return !allowed(r, listPods("b")) })
+	storagetest.Eventually(t, 10*time.Second, "a deleted ClusterRoleBinding stops applying", storagetest.Holds(func() bool { return !allowed(r, listPods("b")) }))
 	del("roles", "a", "secrets")
-	eventually(t, "a deleted Role stops applying", func() bool { return !allowed(r, getSecret) })
+	storagetest.Eventually(t, 10*time.Second, "a deleted Role stops applying", storagetest.Holds(func() bool { return !allowed(r, getSecret) }))
 	if !allowed(r, listPods("a")) {
 		t.Error("untouched binding lost")
 	}
@@ -240,7 +228,7 @@ func TestFeedRelistsOn410(t *testing.T) {
 	cache.mu.Unlock()
 	feed.Start()
 	defer feed.Close()
-	eventually(t, "the relist", func() bool { return feed.Relists() == 1 })
+	storagetest.Eventually(t, 10*time.Second, "the relist", storagetest.Holds(func() bool { return feed.Relists() == 1 }))
 	rules, ok := r.ClusterRoleRules("r")
 	if !ok || len(rules) != 1 {
 		t.Fatalf("after relist: %v %v", rules, ok)

@@ -197,6 +197,20 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		return // the resource went away meanwhile: end as below
 	}
 	if err != nil {
+		if h.base.Err() != nil {
+			// Admitted just before shutdown began, and the hub has
+			// closed since: end as every watch ends at shutdown, with a
+			// bookmark the client resumes from elsewhere (it has seen
+			// everything through since), not with an ERROR that would
+			// make an informer relist.
+			switch {
+			case p.endMark:
+				_ = h.sendBookmark(s, enc, since, true)
+			case p.opts.bookmark:
+				_ = h.sendBookmark(s, enc, since, false)
+			}
+			return
+		}
 		h.sendError(s, enc, err)
 		return
 	}

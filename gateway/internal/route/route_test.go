@@ -39,13 +39,7 @@ func (e *env) node(t *testing.T) *cachenode.Node {
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("cache node not ready")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	storagetest.Eventually(t, 10*time.Second, "cache node ready", storagetest.Holds(n.Ready))
 	return n
 }
 

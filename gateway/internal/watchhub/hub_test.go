@@ -237,6 +237,8 @@ func TestHubDeliversEveryEventOnceInOrder(t *testing.T) {
 						}
 						results[i] = append(results[i], fmt.Sprintf("%s %d.%d %s", d.Type, d.Event.Revision, d.Event.Index, d.Event.Key))
 						if specs[i].slow && len(results[i])%10 == 0 {
+							// A slow consumer, slow in real time: the feed
+							// publishes meanwhile, overflowing its queue.
 							time.Sleep(20 * time.Millisecond)
 						}
 					}

@@ -97,6 +97,9 @@ type received struct {
 	bearer     string
 	raw        map[string]any
 	spec       authorizationv1.SubjectAccessReviewSpec
+	// gone is closed when the client gave up on the request (a timeout,
+	// a cancellation): an answer that waits on it never comes in time.
+	gone <-chan struct{}
 }
 
 // fakeWebhook is a SubjectAccessReview service over HTTPS with its own
@@ -133,7 +136,7 @@ func newFakeWebhook(t *testing.T, answer func(received) (int, string)) *fakeWebh
 }
 
 func (f *fakeWebhook) serve(w http.ResponseWriter, r *http.Request) {
-	rec := received{path: r.URL.Path}
+	rec := received{path: r.URL.Path, gone: r.Context().Done()}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		rec.clientCN = r.TLS.PeerCertificates[0].Subject.CommonName
 	}

@@ -263,7 +263,7 @@ func TestFailures(t *testing.T) {
 			return 200, `{"apiVersion":"v1","kind":"SubjectAccessReview","status":{"allowed":true}}`
 		}, 1, 0},
 		{"status wrong type", func(received) (int, string) { return 200, `{"status": {"allowed": "yes"}}` }, 1, 0},
-		{"slow", func(received) (int, string) { time.Sleep(400 * time.Millisecond); return 200, answer(true, false, "") }, 1, 200 * time.Millisecond},
+		{"slow", func(r received) (int, string) { <-r.gone; return 200, answer(true, false, "") }, 1, 200 * time.Millisecond},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -300,7 +300,7 @@ func TestFailures(t *testing.T) {
 	})
 
 	t.Run("shutdown", func(t *testing.T) {
-		f := newFakeWebhook(t, func(received) (int, string) { time.Sleep(time.Second); return 200, answer(true, false, "") })
+		f := newFakeWebhook(t, func(r received) (int, string) { <-r.gone; return 200, answer(true, false, "") })
 		ctx, cancel := context.WithCancel(context.Background())
 		w, err := New(ctx, Config{ConfigFile: f.kubeconfig(t, false), Logger: testLogger(t)})
 		if err != nil {
