@@ -14,7 +14,6 @@ import (
 	"github.com/kgate/kgate/cachenode/cachenodetest"
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/storage/ranges"
-	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/storagetest"
 )
 
@@ -23,23 +22,7 @@ import (
 // other ranges running.
 func TestFollowsTable(t *testing.T) {
 	storagetest.CheckGoroutines(t)
-	scheme, err := registry.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base []registry.Resource
-	var cm registry.Resource
-	for _, r := range registry.Builtin() {
-		if r.Group == "" && r.Resource == "configmaps" {
-			cm = r
-			continue
-		}
-		base = append(base, r)
-	}
-	reg, err := registry.New(scheme, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, cm := storagetest.RegistryWithout(t, "configmaps")
 	table, err := ranges.Follow(reg, ranges.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kgate/kgate/deploy/devcluster"
-	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 const aggregatedDiscovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -46,23 +46,7 @@ func TestDynamicResource(t *testing.T) {
 func testDynamicResource(t *testing.T, nodes, gateways, replicas, owners int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	scheme, err := registry.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base []registry.Resource
-	var cmRes registry.Resource
-	for _, r := range registry.Builtin() {
-		if r.Group == "" && r.Resource == "configmaps" {
-			cmRes = r
-			continue
-		}
-		base = append(base, r)
-	}
-	reg, err := registry.New(scheme, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, cmRes := storagetest.RegistryWithout(t, "configmaps")
 	dir := t.TempDir()
 	c, err := startDev(ctx, devcluster.Config{
 		DataDir: dir, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),

@@ -8,28 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kgate/kgate/storage/registry"
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // TestFollowsRegistry: a resource added gets its paths and a new hash and
 // ETag for its group/version document; removed, they go.
 func TestFollowsRegistry(t *testing.T) {
-	scheme, err := registry.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base []registry.Resource
-	var cm registry.Resource
-	for _, r := range registry.Builtin() {
-		if r.Group == "" && r.Resource == "configmaps" {
-			cm = r
-			continue
-		}
-		base = append(base, r)
-	}
-	reg, err := registry.New(scheme, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, cm := storagetest.RegistryWithout(t, "configmaps")
 	o, err := New(reg, version.Info{GitVersion: "v1.37.2"})
 	if err != nil {
 		t.Fatal(err)
