@@ -112,11 +112,15 @@ type Node struct {
 	// replaced whole on every change.
 	served atomic.Pointer[readapi.Map]
 
-	mu      sync.Mutex // guards state, stop and running
+	mu      sync.Mutex // guards state, stop, running and placed
 	state   int        // idle, running, closed
 	stop    context.CancelFunc
 	running map[string]*served // ranges with a reflector, by id
-	stopped chan struct{}      // closed when Run returns
+	// placed: the placement was consulted once since Run started. Until
+	// then running is empty because nothing was started yet, not because
+	// the node reflects nothing: the node is not ready.
+	placed  bool
+	stopped chan struct{} // closed when Run returns
 }
 
 // served is one range's running reflector.
@@ -209,12 +213,14 @@ func (l liveRanges) All() []readapi.Range                { return l.n.served.Loa
 // Addr is the read API's listen address.
 func (n *Node) Addr() string { return n.api.Addr() }
 
-// Ready reports whether the node has started and every range it reflects
-// has been listed.
+// Ready reports whether the node has started, has started the reflectors
+// of the ranges its placement asks for, and every range it reflects has
+// been listed: from then on every change of those ranges is in the window
+// and, on a primary, published.
 func (n *Node) Ready() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.state != running {
+	if n.state != running || !n.placed {
 		return false
 	}
 	for _, s := range n.running {
@@ -327,6 +333,7 @@ func (n *Node) place(ctx context.Context, fail func(error)) {
 	table := n.cfg.Ranges.Current()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer func() { n.placed = true }()
 	changed := false
 	for id, s := range n.running {
 		// A range is gone (its resource was removed) or was replaced (its
