@@ -305,6 +305,13 @@ func TestReadAPI(t *testing.T) {
 	if err := e.Client.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// readiness of some ranges: those a range being added makes wait for
+	if err := e.Client.Ready(ctx, "pods", "configmaps"); err != nil {
+		t.Fatalf("Ready of pods and configmaps: %v", err)
+	}
+	if err := e.Client.Ready(ctx, "pods", "nope"); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Ready of a range not served = %v, want unavailable", err)
+	}
 
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -320,7 +320,7 @@ func (g *Gateway) Addr() string {
 // Serving reports whether the gateway can serve reads: every range of the
 // current table has a cache node replica it knows ready.
 func (g *Gateway) Serving(ctx context.Context) error {
-	return g.router.Ready(ctx, g.d.Backend.Ranges.Current())
+	return g.router.Ready(ctx, rangeIDs(g.d.Backend.Ranges.Current().All()))
 }
 
 // Ready is closed once the gateway accepts connections.

@@ -342,10 +342,15 @@ func parseEvents(b []byte) ([]event.Event, int64, error) {
 	return evs, int64(seen), nil
 }
 
-// Ready returns nil when the node serves every range it has.
-func (c *Client) Ready(ctx context.Context) error {
+// Ready returns nil when the node serves every range it has or, given
+// range IDs, each of those ranges (a range being added to the table is
+// not ready on the node until listed).
+func (c *Client) Ready(ctx context.Context, rangeIDs ...string) error {
 	req := c.request(wire.PathReady, "")
 	defer fasthttp.ReleaseRequest(req)
+	for _, id := range rangeIDs {
+		req.URI().QueryArgs().Add(wire.ArgRange, id)
+	}
 	_, err := c.do(ctx, req, "check readiness")
 	return err
 }

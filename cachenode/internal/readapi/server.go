@@ -200,7 +200,22 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	s.cfg.Metrics.observe(verb, code, time.Since(start))
 }
 
+// ready answers whether the node serves, synced, every range it has or,
+// when the request names ranges, each of those.
 func (s *Server) ready(ctx *fasthttp.RequestCtx) error {
+	if ids := ctx.QueryArgs().PeekMulti(wire.ArgRange); len(ids) > 0 {
+		for _, id := range ids {
+			r, ok := s.cfg.Ranges.Get(tmpString(id))
+			if !ok {
+				return fmt.Errorf("range %q not served here: %w", id, storage.ErrUnavailable)
+			}
+			if !r.Ready() {
+				return fmt.Errorf("range %q not synced: %w", id, storage.ErrUnavailable)
+			}
+		}
+		ctx.SetBodyString("ok")
+		return nil
+	}
 	for _, r := range s.cfg.Ranges.All() {
 		if !r.Ready() {
 			return fmt.Errorf("range %s not synced: %w", r.Range().ID, storage.ErrUnavailable)

@@ -14,7 +14,6 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/storage"
-	"github.com/kgate/kgate/storage/ranges"
 )
 
 // Replicas says which cache nodes serve a range, best first, by their read
@@ -164,13 +163,16 @@ func (r *Router) Events(ctx context.Context, rangeID string, since int64) ([]eve
 	return evs, seen, err
 }
 
-// Ready reports whether every range of t (the current table: ranges come
-// and go with the registry) has a replica, as far as the directory knows;
-// with static replicas it asks them.
-func (r *Router) Ready(ctx context.Context, t *ranges.Table) error {
-	for _, rng := range t.All() {
-		if len(r.replicas.Replicas(rng.ID)) == 0 {
-			return fmt.Errorf("range %s: %w", rng.ID, ErrNoReplica)
+// Ready reports whether each of rangeIDs has a replica, as far as the
+// directory knows; with static replicas it asks each of them whether it
+// serves those ranges synced.
+func (r *Router) Ready(ctx context.Context, rangeIDs []string) error {
+	if len(rangeIDs) == 0 {
+		return nil
+	}
+	for _, id := range rangeIDs {
+		if len(r.replicas.Replicas(id)) == 0 {
+			return fmt.Errorf("range %s: %w", id, ErrNoReplica)
 		}
 	}
 	if s, ok := r.replicas.(Static); ok {
@@ -179,7 +181,7 @@ func (r *Router) Ready(ctx context.Context, t *ranges.Table) error {
 			if err != nil {
 				return err
 			}
-			if err := c.Ready(ctx); err != nil {
+			if err := c.Ready(ctx, rangeIDs...); err != nil {
 				return err
 			}
 		}
