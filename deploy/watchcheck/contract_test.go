@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 // contract is one run of the watch contract — a writer, random watchers
@@ -25,7 +28,9 @@ type contract struct {
 	client func(t *testing.T, agent string, protobuf bool, i int) kubernetes.Interface
 	// fault runs in the test's goroutine as soon as the writer starts
 	// (at start) and returns before the end of the writes (start+d).
-	fault func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer)
+	// caughtUp waits until the watches have every write made so far (see
+	// contract.caughtUp).
+	fault func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer, caughtUp func(*testing.T))
 	// windowAt is the oldest revision the cache could serve events after
 	// at time at: a 410 for a watch complete through from is justified
 	// only when from < windowAt(at).
@@ -47,6 +52,29 @@ type runStats struct {
 	repairs, catchups, overflows, feedEv float64
 	relists                              []string
 	errSamples                           map[string]int
+}
+
+// caughtUp waits until the informers and every started watcher with
+// bookmarks have reached final: the informers' last synced revision and
+// the watchers' last bookmark are at final or later. The gateway's feed has
+// then dispatched every event through final. (A watcher without bookmarks
+// shows nothing when no event of final matches its filter; it is served by
+// the same feed.)
+func caughtUp(t *testing.T, watchers []*watcher, infs []*informer, final int64) {
+	t.Helper()
+	storagetest.Eventually(t, 30*time.Second, fmt.Sprintf("the watches at the last write %d", final), func() error {
+		for _, in := range infs {
+			if rv, _ := strconv.ParseInt(in.inf.LastSyncResourceVersion(), 10, 64); rv < final {
+				return fmt.Errorf("%s synced to %d", in.name, rv)
+			}
+		}
+		for _, w := range watchers {
+			if _, mark := w.quiet(0); (w.spec.Bookmarks || w.spec.Start == startList) && hasSegments(w) && mark < final {
+				return fmt.Errorf("%s: last bookmark %d", w.spec, mark)
+			}
+		}
+		return nil
+	})
 }
 
 // exec runs the contract and checks every stream, informer and 410.
@@ -113,7 +141,7 @@ func (r *contract) exec(t *testing.T) {
 	}
 
 	if r.fault != nil {
-		r.fault(ctx, t, start, d, wr)
+		r.fault(ctx, t, start, d, wr, func(t *testing.T) { caughtUp(t, watchers, infs, hist.LastRev()) })
 	}
 	time.Sleep(time.Until(start.Add(d))) // the run lasts d of real time (-watchcheck.duration)
 	stopWriter()

@@ -167,7 +167,7 @@ func listPages(ctx context.Context, cs kubernetes.Interface, ns, selector string
 		opts.Continue = l.Continue
 		// Pages spread over real time, so that writes land between
 		// them: the continue token must keep the first page's revision.
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // wall clock: writes land between pages
 	}
 	if selector == "" && remain != nil && pages > 1 && *remain != int64(entries)-limit {
 		return nil, 0, pages, fmt.Errorf("first page said %d items remain, %d came after it", *remain, int64(entries)-limit)

@@ -242,7 +242,7 @@ func listAll(ctx context.Context, cs kubernetes.Interface, kind string) (map[str
 		}
 		opts.Continue = l.Continue
 		// Pages spread over real time, so that moves land between them.
-		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond) // wall clock: moves land between pages
 	}
 	rev, err := strconv.ParseInt(rv, 10, 64)
 	return got, rev, pages, err

@@ -128,7 +128,7 @@ func runScaleOut(t *testing.T, cfg MultiConfig, faults []string, seed uint64) {
 			return m.Counter(0, name, nil) + m.Counter(1, name, nil)
 		},
 	}
-	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, _ *writer) {
+	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, _ *writer, _ func(*testing.T)) {
 		note := func(format string, args ...any) {
 			events = append(events, fmt.Sprintf("%s %s", time.Since(start).Round(time.Millisecond), fmt.Sprintf(format, args...)))
 		}

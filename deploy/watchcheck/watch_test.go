@@ -226,34 +226,34 @@ func runContract(t *testing.T, f fault, seed uint64) {
 		streamErrorsOK: f == faultNode || f == faultQuietNode,
 		counter:        c.Counter,
 	}
-	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer) {
+	run.fault = func(ctx context.Context, t *testing.T, start time.Time, d time.Duration, wr *writer, caughtUp func(*testing.T)) {
 		// The fault, half way through the run's real time; the outages
 		// below last real time too (what the watches must survive).
-		time.Sleep(time.Until(start.Add(d / 2)))
+		time.Sleep(time.Until(start.Add(d / 2))) // wall clock: the run's midpoint
 		switch f {
 		case faultNATS:
 			if err := c.StopNATS(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // wall clock: a NATS outage of one second
 			if err := c.StartNATS(); err != nil {
 				t.Fatal(err)
 			}
 		case faultNode, faultQuietNode:
 			if f == faultQuietNode {
 				wr.pause.Lock()
-				time.Sleep(time.Second) // every watch and informer has the last write
+				defer wr.pause.Unlock()
+				caughtUp(t) // every watch and informer has the last write
 			}
 			if err := c.StopNode(); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // wall clock: the node is down this long
 			if err := c.StartNode(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if f == faultQuietNode {
-				time.Sleep(500 * time.Millisecond) // the range stays quiet after the restart: the fault
-				wr.pause.Unlock()
+				time.Sleep(500 * time.Millisecond) // wall clock: the range stays quiet after the restart: the fault
 			}
 		}
 	}
