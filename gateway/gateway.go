@@ -191,6 +191,9 @@ type Gateway struct {
 	hub    *watchhub.Hub
 	router *route.Router
 	tls    *tls.Config
+	// watches are rest's watch streams on hijacked connections, which
+	// the server's shutdown does not wait for: Close does.
+	watches interface{ WaitWatches(context.Context) error }
 
 	base       context.Context // cancelled when shutdown starts: ends watches
 	cancelBase context.CancelFunc
@@ -266,6 +269,7 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.authn, g.guard, g.authz, g.reviews, g.rest = g.access, g.guards, g.access, g.access, rh
+	g.watches = rh
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{
 		Handler:                       g.handle,
@@ -406,10 +410,22 @@ func (g *Gateway) stopBackground() {
 }
 
 // Close releases what New built: feeds, hub, router, audit writer and
-// certificate reloader. Run closes the gateway when it returns; Close is
-// for a gateway that does not run. It may be called more than once.
+// certificate reloader, and waits for the watch streams to end. Run
+// closes the gateway when it returns; Close is for a gateway that does
+// not run. It may be called more than once.
 func (g *Gateway) Close() error {
 	g.stopBackground()
+	if g.watches != nil {
+		// fasthttp's Shutdown does not wait for hijacked connections:
+		// the watch streams, ended by stopBackground, are waited for here.
+		g.step("stopped", "watch streams", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
+			defer cancel()
+			if err := g.watches.WaitWatches(ctx); err != nil {
+				g.log.Error("cannot stop watch streams", "err", err)
+			}
+		})
+	}
 	if g.guards != nil {
 		g.step("stopped", "guard", g.guards.Close)
 	}

@@ -364,14 +364,25 @@ func restConfig(kubeconfig, host, userAgent string, protobuf bool) (*rest.Config
 // gateway's metrics.
 func (c *Cluster) Counter(name string) float64 { return sumMetric(c.Metrics, name, nil) }
 
+// StopGateway stops the gateway as SIGTERM does and returns when its Run
+// has returned. The gateway is not started again.
+func (c *Cluster) StopGateway() error {
+	if c.gwStop == nil {
+		return nil
+	}
+	c.gwStop()
+	c.gwStop = nil
+	if err := <-c.gwDone; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
 // Close stops everything in reverse order of start.
 func (c *Cluster) Close() error {
 	var errs []error
-	if c.gwStop != nil {
-		c.gwStop()
-		if err := <-c.gwDone; err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
+	if err := c.StopGateway(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.StopNode(); err != nil {
 		errs = append(errs, err)

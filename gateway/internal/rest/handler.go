@@ -102,8 +102,9 @@ const (
 
 // Handler serves resource requests.
 type Handler struct {
-	cfg  Config
-	base context.Context
+	cfg     Config
+	base    context.Context
+	streams watchStreams // watch.go
 }
 
 // New returns a handler; base is the gateway's lifetime: requests in
