@@ -16,7 +16,8 @@
 // the contract on one node under faults (TestWatchContract) and scaled out
 // under node and gateway failures (TestScaleOutContract), the
 // resourceVersion table (TestResourceVersionTable), a gateway drained
-// under informers (TestGatewayDrain), lists during rebalancing
+// under informers (TestGatewayDrain), a gateway stopped with watches
+// open leaving none running (TestStopEndsWatches), lists during rebalancing
 // (TestListDuringRebalance) and reads across split ranges
 // (TestSplitRanges).
 package watchcheck
