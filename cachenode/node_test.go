@@ -118,27 +118,43 @@ func TestEveryWriteOnNATSOnceInOrder(t *testing.T) {
 		}
 	}
 
-	var got []event.Event
-	timeout := time.After(20 * time.Second)
-	for len(got) < len(writes) {
-		select {
-		case m := <-msgs:
-			var ev event.Event
-			if err := ev.Unmarshal(m.Data); err != nil {
-				t.Fatal(err)
-			}
-			if m.Subject != event.Subject("pods", ev.Namespace) {
-				t.Fatalf("event of %s on subject %s", ev.Namespace, m.Subject)
-			}
-			got = append(got, ev)
-		case <-timeout:
-			t.Fatalf("received %d of %d events", len(got), len(writes))
-		}
+	// Once the node has applied the last write it has handed every event
+	// to NATS. Flushing its connection, then ours, puts every message the
+	// server routed to us in msgs, in order (the client delivers to the
+	// channel before it reads the PONG): what is not there now was not
+	// published, and what is there is all there will be.
+	last := writes[len(writes)-1].rev
+	storagetest.Eventually(t, time.Minute, "the node has applied the last write", func() error {
+		_, err := e.Client.List(ctx, "pods", client.ListOptions{Read: client.Read{ResourceVersion: last, Match: "NotOlderThan"}, Limit: 1})
+		return err
+	})
+	if err := e.NATS.Flush(); err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case m := <-msgs:
-		t.Fatalf("extra message on %s", m.Subject)
-	case <-time.After(300 * time.Millisecond):
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []event.Event
+	for len(msgs) > 0 {
+		m := <-msgs
+		var ev event.Event
+		if err := ev.Unmarshal(m.Data); err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != event.Subject("pods", ev.Namespace) {
+			t.Fatalf("event of %s on subject %s", ev.Namespace, m.Subject)
+		}
+		got = append(got, ev)
+	}
+	if len(got) != len(writes) {
+		first := len(got)
+		for i := range min(len(got), len(writes)) {
+			if got[i].Revision != writes[i].rev || got[i].Key != writes[i].key {
+				first = i
+				break
+			}
+		}
+		t.Fatalf("received %d of %d events; the first missing or different is write %d of %d", len(got), len(writes), first, len(writes))
 	}
 	// The chains start at the node's list revision; events of one
 	// transaction share a revision, are numbered by Index, and point at
