@@ -24,6 +24,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
@@ -187,6 +188,7 @@ type Gateway struct {
 	// The components New builds, closed in reverse order.
 	access *access.Access
 	chain  *chain.Admission
+	sem    *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	guards *guard.Guard
 	hub    *watchhub.Hub
 	router *route.Router
@@ -255,12 +257,19 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Upstream's semantics of every built-in resource, whether served now
+	// or added to the registry later; others get upstream's generic
+	// metadata rules (rest).
+	if g.sem, err = builtin.New(registry.Builtin()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
 	rh, err := rest.New(g.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
 		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              g.chain,
+		Semantics:              g.sem,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
@@ -334,7 +343,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer g.Close()
 	t0 := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg)
+	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg, g.sem)
 	cancel()
 	if err != nil {
 		return err
