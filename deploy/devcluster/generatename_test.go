@@ -141,9 +141,9 @@ var minimalObjects = map[string]func(ns string) runtime.Object{
 	"rbac.authorization.k8s.io/rolebindings": func(string) runtime.Object {
 		return &rbacv1.RoleBinding{RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}}
 	},
-	"rbac.authorization.k8s.io/roles":         func(string) runtime.Object { return &rbacv1.Role{} },
-	"scheduling.k8s.io/priorityclasses":       func(string) runtime.Object { return &schedulingv1.PriorityClass{Value: 1000} },
-	"storage.k8s.io/storageclasses":           func(string) runtime.Object { return &storagev1.StorageClass{Provisioner: "example.com/gen"} },
+	"rbac.authorization.k8s.io/roles":   func(string) runtime.Object { return &rbacv1.Role{} },
+	"scheduling.k8s.io/priorityclasses": func(string) runtime.Object { return &schedulingv1.PriorityClass{Value: 1000} },
+	"storage.k8s.io/storageclasses":     func(string) runtime.Object { return &storagev1.StorageClass{Provisioner: "example.com/gen"} },
 	"admissionregistration.k8s.io/mutatingwebhookconfigurations": func(string) runtime.Object {
 		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	},

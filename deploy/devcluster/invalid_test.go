@@ -85,9 +85,9 @@ func podOf(obj runtime.Object) *corev1.Pod { return obj.(*corev1.Pod) }
 func ctr(obj runtime.Object) *corev1.Container {
 	return &obj.(*corev1.Pod).Spec.Containers[0]
 }
-func svc(obj runtime.Object) *corev1.Service { return obj.(*corev1.Service) }
+func svc(obj runtime.Object) *corev1.Service    { return obj.(*corev1.Service) }
 func dep(obj runtime.Object) *appsv1.Deployment { return obj.(*appsv1.Deployment) }
-func jobOf(obj runtime.Object) *batchv1.Job { return obj.(*batchv1.Job) }
+func jobOf(obj runtime.Object) *batchv1.Job     { return obj.(*batchv1.Job) }
 
 var invalidSpecs = []invalidCase{
 	// Pods: missing fields, bad enums, bad quantities, names.
