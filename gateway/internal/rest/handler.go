@@ -89,6 +89,9 @@ type Config struct {
 	Now func() time.Time
 	// Admission checks and completes writes; nil admits everything.
 	Admission Admission
+	// FieldManager keeps managedFields and serves server-side apply; nil
+	// manages no fields and answers apply patches 415.
+	FieldManager fieldManager
 }
 
 // Fallback is what a consistent read does when the cache lags.
@@ -158,6 +161,9 @@ type request struct {
 	// attempt is the admission of an update's latest attempt: storage
 	// runs the update again after a conflict (retried).
 	attempt *admission.Attributes
+	// applied: the write is a server-side apply whose managedFields the
+	// field manager has recorded already.
+	applied bool
 }
 
 // Serve handles a resource request for res.

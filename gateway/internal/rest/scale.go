@@ -127,8 +127,15 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		if err != nil {
 			return nil, err
 		}
+		sf, err := h.scaleFields(r, cur, curScale)
+		if err != nil {
+			return nil, err
+		}
 		s, err := next(curScale)
 		if err != nil {
+			return nil, err
+		}
+		if s, err = h.manageScaleFields(r, curScale, s); err != nil {
 			return nil, err
 		}
 		if s.Name != "" && s.Name != r.info.Name {
@@ -155,7 +162,11 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		if err != nil {
 			return nil, err
 		}
-		return setReplicas(cur, admitted.(*autoscalingv1.Scale).Spec.Replicas)
+		out, err := setReplicas(cur, admitted.(*autoscalingv1.Scale).Spec.Replicas)
+		if err != nil {
+			return nil, err
+		}
+		return out, parentFields(sf, out, admitted.(*autoscalingv1.Scale))
 	}
 	out, err := h.updateStored(ctx, r, dry, pre, update)
 	if err != nil {

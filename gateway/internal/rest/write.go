@@ -121,6 +121,16 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	if obj, err = h.manageFields(r, nil, obj); err != nil {
+		return err
+	}
+	return h.createObject(ctx, r, obj, m, dry)
+}
+
+// createObject creates obj, a served object as decoded (or applied) with
+// its managedFields: the strategy, admission, etcd.
+func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Object, m *metav1.ObjectMeta, dry bool) error {
+	var err error
 	strategy.PrepareForCreate(r.res, obj)
 	defaults.Apply(obj)
 	a := h.attributes(r, admission.Create, obj, nil, dry)
@@ -166,7 +176,14 @@ func (h *Handler) store(ctx context.Context, r *request, obj runtime.Object) (ru
 // prepareUpdate turns the object a client sent (of the served kind) into
 // the object to store over cur, as the subresource asks.
 func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent, cur runtime.Object) (runtime.Object, error) {
-	next, err := h.toStored(r.res, sent.DeepCopyObject())
+	old, err := h.toServed(r.res, cur)
+	if err != nil {
+		return nil, err
+	}
+	if sent, err = h.manageFields(r, old, sent.DeepCopyObject()); err != nil {
+		return nil, err
+	}
+	next, err := h.toStored(r.res, sent)
 	if err != nil {
 		return nil, err
 	}
@@ -230,9 +247,6 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	if pt == types.ApplyPatchType {
-		return apierror.UnsupportedMediaType([]string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
-	}
 	dry, err := dryRun(r)
 	if err != nil {
 		return err
@@ -244,6 +258,9 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	body := r.rc.PostBody()
 	if len(body) == 0 {
 		return apierror.BadRequest("the request body is empty")
+	}
+	if pt == types.ApplyPatchType {
+		return h.apply(ctx, r, dry, fv, body)
 	}
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
