@@ -189,6 +189,7 @@ type Gateway struct {
 	// The components New builds, closed in reverse order.
 	access *access.Access
 	chain  *chain.Admission
+	sem    *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	guards *guard.Guard
 	hub    *watchhub.Hub
 	router *route.Router
@@ -257,6 +258,12 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Upstream's semantics of every built-in resource, whether served now
+	// or added to the registry later; others get upstream's generic
+	// metadata rules (rest).
+	if g.sem, err = builtin.New(registry.Builtin()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
 	fields, err := g.newFieldManager()
 	if err != nil {
 		return nil, err
@@ -267,6 +274,7 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              g.chain,
+		Semantics:              g.sem,
 		FieldManager:           fields,
 	})
 	if err != nil {
@@ -294,10 +302,7 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 // converter built once, here, from upstream's OpenAPI definitions (its
 // duration is logged).
 func (g *Gateway) newFieldManager() (*fieldmanager.Managers, error) {
-	sem, err := builtin.New(registry.Builtin())
-	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
+	sem := g.sem
 	t0 := time.Now()
 	tc, err := fieldmanager.NewTypeConverter(sem.Scheme())
 	if err != nil {
@@ -363,7 +368,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer g.Close()
 	t0 := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg)
+	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg, g.sem)
 	cancel()
 	if err != nil {
 		return err

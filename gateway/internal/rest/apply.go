@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +34,7 @@ type fieldManager interface {
 func managerName(r *request, optionsKind string) (string, error) {
 	fm := string(r.rc.QueryArgs().Peek("fieldManager"))
 	if errs := metav1validation.ValidateFieldManager(fm, field.NewPath("fieldManager")); len(errs) > 0 {
-		return "", invalidOptions(optionsKind, errs)
+		return "", optionsInvalid(optionsKind, errs)
 	}
 	return fieldmanager.Name(fm, string(r.rc.UserAgent())), nil
 }
@@ -59,12 +58,6 @@ func (h *Handler) manageFields(r *request, live, obj runtime.Object) (runtime.Ob
 		return nil, err
 	}
 	return h.cfg.FieldManager.Update(r.res, r.info.Subresource, live, obj, manager)
-}
-
-// invalidOptions is upstream's answer to invalid write options: 422
-// Invalid of the options kind (group meta.k8s.io), with no name.
-func invalidOptions(optionsKind string, errs field.ErrorList) error {
-	return apierror.Invalid(metav1.SchemeGroupVersion.WithKind(optionsKind).GroupKind(), "", errs)
 }
 
 // applyOptions are the options of a server-side apply.
@@ -92,7 +85,7 @@ func readApplyOptions(r *request, fv negotiate.FieldValidation) (applyOptions, e
 		opts.Force = &b
 	}
 	if errs := metav1validation.ValidatePatchOptions(opts, types.ApplyPatchType); len(errs) > 0 {
-		return applyOptions{}, invalidOptions("PatchOptions", errs)
+		return applyOptions{}, optionsInvalid("PatchOptions", errs)
 	}
 	out := applyOptions{manager: opts.FieldManager, strict: fv == negotiate.Strict, warn: fv == negotiate.Warn}
 	if opts.Force != nil {
@@ -119,7 +112,7 @@ func (h *Handler) applied(r *request, o applyOptions, live runtime.Object, body 
 			if o.strict {
 				return nil, apierror.BadRequest("error strict decoding patch: " + err.Error())
 			}
-			r.rc.Response.Header.Add("Warning", `299 - "`+strings.ReplaceAll(err.Error(), `"`, `\"`)+`"`)
+			addWarning(r, err.Error())
 		}
 	}
 	r.applied = true
