@@ -15,10 +15,12 @@ import (
 
 const ssaNS = "e2e-ssa"
 
-func ssaConfigMap(color, size string) string {
-	s := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: " + ssaNS + "\ndata:\n  color: " + color + "\n"
-	if size != "" {
-		s += "  size: " + size + "\n"
+// ssaConfigMap is the ConfigMap "ssa" with data given as key=value pairs.
+func ssaConfigMap(data ...string) string {
+	s := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  namespace: " + ssaNS + "\ndata:\n"
+	for _, kv := range data {
+		k, v, _ := strings.Cut(kv, "=")
+		s += "  " + k + ": " + v + "\n"
 	}
 	return s
 }
@@ -34,11 +36,15 @@ func managers(entries []metav1.ManagedFieldsEntry) []string {
 	return out
 }
 
-// owns reports whether the entry of manager owns the field path (a
-// fieldsV1 key path such as f:data/f:color).
+// owns reports whether an entry of manager owns the field path (a
+// fieldsV1 key path such as f:data/f:color); manager is "name" (any
+// entry of that manager) or "name operation" or "name operation
+// subresource".
 func owns(entries []metav1.ManagedFieldsEntry, manager, path string) bool {
 	for _, e := range entries {
-		if e.Manager != manager || e.FieldsV1 == nil {
+		id := strings.Fields(manager)
+		if e.Manager != id[0] || e.FieldsV1 == nil ||
+			(len(id) > 1 && string(e.Operation) != id[1]) || (len(id) > 2 && e.Subresource != id[2]) {
 			continue
 		}
 		raw := string(e.FieldsV1.Raw)
@@ -83,7 +89,7 @@ func TestServerSideApply(t *testing.T) {
 	k.ok(t, "create", "namespace", ssaNS)
 
 	t.Run("create", func(t *testing.T) {
-		out := k.ok(t, "apply", "--server-side", "-f", file("cm1.yaml", ssaConfigMap("blue", "large")))
+		out := k.ok(t, "apply", "--server-side", "-f", file("cm1.yaml", ssaConfigMap("color=blue", "size=large")))
 		if out != "configmap/ssa serverside-applied\n" {
 			t.Errorf("apply --server-side printed %q", out)
 		}
@@ -100,12 +106,12 @@ func TestServerSideApply(t *testing.T) {
 	})
 	t.Run("re-apply", func(t *testing.T) {
 		before := cm(t)
-		out := k.ok(t, "apply", "--server-side", "-f", file("cm2.yaml", ssaConfigMap("green", "")))
+		out := k.ok(t, "apply", "--server-side", "-f", file("cm2.yaml", ssaConfigMap("color=green", "mode=fast")))
 		if out != "configmap/ssa serverside-applied\n" {
 			t.Errorf("apply --server-side printed %q", out)
 		}
 		c := cm(t)
-		if c.Data["color"] != "green" || c.Data["size"] != "" || c.UID != before.UID {
+		if c.Data["color"] != "green" || c.Data["mode"] != "fast" || c.Data["size"] != "" || c.UID != before.UID {
 			t.Errorf("after re-apply without size: data %v, uid %s (was %s)", c.Data, c.UID, before.UID)
 		}
 		if got := managers(c.ManagedFields); !slices.Equal(got, []string{"kubectl Apply"}) {
@@ -114,7 +120,7 @@ func TestServerSideApply(t *testing.T) {
 	})
 	t.Run("conflict", func(t *testing.T) {
 		before := cm(t)
-		p := file("cm-other.yaml", ssaConfigMap("red", ""))
+		p := file("cm-other.yaml", ssaConfigMap("color=red"))
 		r := k.fails(t, "apply", "--server-side", "--field-manager", "other", "-f", p)
 		if !strings.Contains(r.stderr, `Apply failed with 1 conflict: conflict with "kubectl": .data.color`) {
 			t.Errorf("conflicting apply: %s", r)
@@ -129,7 +135,7 @@ func TestServerSideApply(t *testing.T) {
 		}
 	})
 	t.Run("force-conflicts", func(t *testing.T) {
-		out := k.ok(t, "apply", "--server-side", "--field-manager", "other", "--force-conflicts", "-f", file("cm-force.yaml", ssaConfigMap("red", "")))
+		out := k.ok(t, "apply", "--server-side", "--field-manager", "other", "--force-conflicts", "-f", file("cm-force.yaml", ssaConfigMap("color=red")))
 		if out != "configmap/ssa serverside-applied\n" {
 			t.Errorf("apply --force-conflicts printed %q", out)
 		}
@@ -137,8 +143,8 @@ func TestServerSideApply(t *testing.T) {
 		if c.Data["color"] != "red" {
 			t.Errorf("data %v after force", c.Data)
 		}
-		if !owns(c.ManagedFields, "other", "f:data/f:color") || owns(c.ManagedFields, "kubectl", "f:data/f:color") {
-			t.Errorf("after force, other should own data.color alone: %+v", c.ManagedFields)
+		if !owns(c.ManagedFields, "other", "f:data/f:color") || owns(c.ManagedFields, "kubectl", "f:data/f:color") || !owns(c.ManagedFields, "kubectl", "f:data/f:mode") {
+			t.Errorf("after force, other should own data.color alone and kubectl data.mode: %+v", c.ManagedFields)
 		}
 	})
 	t.Run("show-managed-fields", func(t *testing.T) {
@@ -224,22 +230,25 @@ spec:
 		if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
 			t.Fatalf("replicas %v after scale", d.Spec.Replicas)
 		}
-		if !owns(d.ManagedFields, "kubectl-scale", "f:spec/f:replicas") || owns(d.ManagedFields, "kubectl", "f:spec/f:replicas") {
-			t.Errorf("after kubectl scale, kubectl-scale should own spec.replicas alone: %+v", d.ManagedFields)
+		// kubectl scale updates through the scale subresource; its entry
+		// moves to the Deployment as upstream's: manager kubectl,
+		// subresource scale, owning spec.replicas, taken from the apply.
+		if !owns(d.ManagedFields, "kubectl Update scale", "f:spec/f:replicas") || owns(d.ManagedFields, "kubectl Apply", "f:spec/f:replicas") {
+			t.Errorf("after kubectl scale, the scale's entry should own spec.replicas alone: %+v", d.ManagedFields)
 		}
 		// Re-applying the manifest's replicas now conflicts with the scaler.
 		r := k.fails(t, "apply", "--server-side", "-f", filepath.Join(root, "csa2.yaml"))
-		if !strings.Contains(r.stderr, `conflict with "kubectl-scale"`) || !strings.Contains(r.stderr, ".spec.replicas") {
+		if !strings.Contains(r.stderr, `Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas`) {
 			t.Errorf("apply after scale: %s", r)
 		}
 	})
 	t.Run("dry run writes nothing", func(t *testing.T) {
 		before := cm(t)
-		k.ok(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", file("cm-dry.yaml", ssaConfigMap("black", "")))
+		k.ok(t, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", file("cm-dry.yaml", ssaConfigMap("color=black")))
 		if c := cm(t); c.ResourceVersion != before.ResourceVersion || c.Data["color"] != before.Data["color"] {
 			t.Errorf("dry-run apply wrote: data %v", c.Data)
 		}
-		p := file("cm-dry-new.yaml", strings.Replace(ssaConfigMap("black", ""), "name: ssa", "name: ssa-dry", 1))
+		p := file("cm-dry-new.yaml", strings.Replace(ssaConfigMap("color=black"), "name: ssa", "name: ssa-dry", 1))
 		if out := k.ok(t, "apply", "--server-side", "--dry-run=server", "-f", p); out != "configmap/ssa-dry serverside-applied (server dry run)\n" {
 			t.Errorf("dry-run apply of a new object printed %q", out)
 		}

@@ -60,18 +60,18 @@ func (h *Handler) manageFields(r *request, live, obj runtime.Object) (runtime.Ob
 	return h.cfg.FieldManager.Update(r.res, r.info.Subresource, live, obj, manager)
 }
 
-// applyOptions are the options of a server-side apply.
-type applyOptions struct {
+// patchOptions are the options of a patch the field manager reads.
+type patchOptions struct {
 	manager string
 	force   bool
 	strict  bool // fieldValidation Strict: duplicate fields are an error
 	warn    bool // fieldValidation Warn: duplicate fields are a warning
 }
 
-// readApplyOptions reads and checks the options of an apply patch as
-// upstream's ValidatePatchOptions does: fieldManager is required, force is
-// a boolean.
-func readApplyOptions(r *request, fv negotiate.FieldValidation) (applyOptions, error) {
+// readPatchOptions reads and checks the options of a patch of type pt as
+// upstream's ValidatePatchOptions does: an apply needs fieldManager, force
+// is for apply only, fieldManager is a short printable name.
+func readPatchOptions(r *request, pt types.PatchType, fv negotiate.FieldValidation) (patchOptions, error) {
 	args := r.rc.QueryArgs()
 	opts := &metav1.PatchOptions{FieldManager: string(args.Peek("fieldManager"))}
 	for _, v := range args.PeekMulti("dryRun") {
@@ -80,14 +80,14 @@ func readApplyOptions(r *request, fv negotiate.FieldValidation) (applyOptions, e
 	if v := args.Peek("force"); len(v) > 0 {
 		b, err := strconv.ParseBool(string(v))
 		if err != nil {
-			return applyOptions{}, apierror.BadRequest(err.Error())
+			return patchOptions{}, apierror.BadRequest(fmt.Sprintf("invalid force %q: %v", v, err))
 		}
 		opts.Force = &b
 	}
-	if errs := metav1validation.ValidatePatchOptions(opts, types.ApplyPatchType); len(errs) > 0 {
-		return applyOptions{}, optionsInvalid("PatchOptions", errs)
+	if errs := metav1validation.ValidatePatchOptions(opts, pt); len(errs) > 0 {
+		return patchOptions{}, optionsInvalid("PatchOptions", errs)
 	}
-	out := applyOptions{manager: opts.FieldManager, strict: fv == negotiate.Strict, warn: fv == negotiate.Warn}
+	out := patchOptions{manager: opts.FieldManager, strict: fv == negotiate.Strict, warn: fv == negotiate.Warn}
 	if opts.Force != nil {
 		out.force = *opts.Force
 	}
@@ -97,7 +97,7 @@ func readApplyOptions(r *request, fv negotiate.FieldValidation) (applyOptions, e
 // applied merges an apply patch into live (nil: create) for the request's
 // resource or subresource, as upstream's apply patcher does, and marks the
 // request applied (its managedFields are recorded).
-func (h *Handler) applied(r *request, o applyOptions, live runtime.Object, body []byte) (runtime.Object, error) {
+func (h *Handler) applied(r *request, o patchOptions, live runtime.Object, body []byte) (runtime.Object, error) {
 	out, err := h.cfg.FieldManager.Apply(r.res, r.info.Subresource, live, body, o.manager, o.force)
 	switch {
 	case errors.Is(err, fieldmanager.ErrDecode):
@@ -127,13 +127,9 @@ var patchTypesWithoutApply = []string{string(types.JSONPatchType), string(types.
 // then the update path of every write (admission, strategy, etcd). Applying
 // to an object that does not exist creates it (201), as upstream's patch
 // handler does.
-func (h *Handler) apply(ctx context.Context, r *request, dry bool, fv negotiate.FieldValidation, body []byte) error {
+func (h *Handler) apply(ctx context.Context, r *request, dry bool, o patchOptions, body []byte) error {
 	if h.cfg.FieldManager == nil {
 		return apierror.UnsupportedMediaType(patchTypesWithoutApply)
-	}
-	o, err := readApplyOptions(r, fv)
-	if err != nil {
-		return err
 	}
 	if r.info.Subresource == "scale" {
 		return h.applyScaleApply(ctx, r, dry, o, body)
@@ -160,7 +156,7 @@ func (h *Handler) apply(ctx context.Context, r *request, dry bool, fv negotiate.
 
 // applyCreate creates the object an apply patch describes, through the
 // create path (201).
-func (h *Handler) applyCreate(ctx context.Context, r *request, dry bool, o applyOptions, body []byte) error {
+func (h *Handler) applyCreate(ctx context.Context, r *request, dry bool, o patchOptions, body []byte) error {
 	obj, err := h.applied(r, o, nil, body)
 	if err != nil {
 		return err
@@ -227,7 +223,7 @@ func parentFields(sf *fieldmanager.ScaleFields, parent runtime.Object, s *autosc
 // applyScaleApply serves a server-side apply of a scale subresource: the
 // Scale's fields merged by the scale's field manager, then the scale
 // update path.
-func (h *Handler) applyScaleApply(ctx context.Context, r *request, dry bool, o applyOptions, body []byte) error {
+func (h *Handler) applyScaleApply(ctx context.Context, r *request, dry bool, o patchOptions, body []byte) error {
 	return h.applyScale(ctx, r, dry, storage.Preconditions{}, func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error) {
 		out, err := h.applied(r, o, cur, body)
 		if err != nil {

@@ -294,8 +294,12 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if len(body) == 0 {
 		return apierror.BadRequest("the request body is empty")
 	}
+	o, err := readPatchOptions(r, pt, fv)
+	if err != nil {
+		return err
+	}
 	if pt == types.ApplyPatchType {
-		return h.apply(ctx, r, dry, fv, body)
+		return h.apply(ctx, r, dry, o, body)
 	}
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
