@@ -7,24 +7,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	deploymentstorage "k8s.io/kubernetes/pkg/registry/apps/deployment/storage"
-	replicasetstorage "k8s.io/kubernetes/pkg/registry/apps/replicaset/storage"
-	statefulsetstorage "k8s.io/kubernetes/pkg/registry/apps/statefulset/storage"
-	rcstorage "k8s.io/kubernetes/pkg/registry/core/replicationcontroller/storage"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/kgate/kgate/storage/registry"
 )
 
 var scaleGVK = autoscalingv1.SchemeGroupVersion.WithKind("Scale")
 
-// replicasPaths are upstream's mappings from each version of a scalable
-// resource to its replicas field, which its scale REST hands to
-// managedfields.NewScaleHandler.
-var replicasPaths = map[schema.GroupResource]func() managedfields.ResourcePathMappings{
-	{Group: "apps", Resource: "deployments"}:  deploymentstorage.ReplicasPathMappings,
-	{Group: "apps", Resource: "replicasets"}:  replicasetstorage.ReplicasPathMappings,
-	{Group: "apps", Resource: "statefulsets"}: statefulsetstorage.ReplicasPathMappings,
-	{Resource: "replicationcontrollers"}:      rcstorage.ReplicasPathMappings,
+// replicasPaths map each version of a scalable resource to its replicas
+// field, as upstream's scale REST hands them to managedfields.NewScaleHandler:
+// the ReplicasPathMappings of k8s.io/kubernetes's
+// pkg/registry/{apps/deployment,apps/replicaset,apps/statefulset,core/replicationcontroller}/storage,
+// which cannot be imported (they link the generic registry store and the
+// cacher; deploy/archtest).
+var replicasPaths = map[schema.GroupResource]managedfields.ResourcePathMappings{
+	{Group: "apps", Resource: "deployments"}:  appsReplicas(),
+	{Group: "apps", Resource: "replicasets"}:  appsReplicas(),
+	{Group: "apps", Resource: "statefulsets"}: appsReplicas(),
+	{Resource: "replicationcontrollers"}:      {"v1": fieldpath.MakePathOrDie("spec", "replicas")},
+}
+
+func appsReplicas() managedfields.ResourcePathMappings {
+	return managedfields.ResourcePathMappings{
+		"apps/v1beta1": fieldpath.MakePathOrDie("spec", "replicas"),
+		"apps/v1beta2": fieldpath.MakePathOrDie("spec", "replicas"),
+		"apps/v1":      fieldpath.MakePathOrDie("spec", "replicas"),
+	}
 }
 
 // ScaleFields moves managedFields between a scalable object and its
@@ -43,7 +51,7 @@ func NewScaleFields(res *registry.Resource, parent []metav1.ManagedFieldsEntry) 
 	if !ok {
 		return nil, fmt.Errorf("cannot move the managed fields of %s to its scale: not a scalable resource", res.GVR().GroupResource())
 	}
-	return &ScaleFields{handler: managedfields.NewScaleHandler(parent, res.GVR().GroupVersion(), paths())}, nil
+	return &ScaleFields{handler: managedfields.NewScaleHandler(parent, res.GVR().GroupVersion(), paths)}, nil
 }
 
 // ToScale returns the managedFields of the Scale.
