@@ -119,6 +119,16 @@ func (h *Handler) applied(r *request, o patchOptions, live runtime.Object, body 
 	return out, nil
 }
 
+// applySupported refuses apply patches when no field manager serves them:
+// 415 with the other patch types, as upstream answers a patch type it does
+// not serve.
+func (h *Handler) applySupported(pt types.PatchType) error {
+	if pt == types.ApplyPatchType && h.cfg.FieldManager == nil {
+		return apierror.UnsupportedMediaType(patchTypesWithoutApply)
+	}
+	return nil
+}
+
 var patchTypesWithoutApply = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)}
 
 // apply serves a server-side apply (PATCH with application/apply-patch+yaml)
@@ -128,9 +138,6 @@ var patchTypesWithoutApply = []string{string(types.JSONPatchType), string(types.
 // to an object that does not exist creates it (201), as upstream's patch
 // handler does.
 func (h *Handler) apply(ctx context.Context, r *request, dry bool, o patchOptions, body []byte) error {
-	if h.cfg.FieldManager == nil {
-		return apierror.UnsupportedMediaType(patchTypesWithoutApply)
-	}
 	if r.info.Subresource == "scale" {
 		return h.applyScaleApply(ctx, r, dry, o, body)
 	}

@@ -282,6 +282,9 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
+	if err := h.applySupported(pt); err != nil {
+		return err
+	}
 	dry, err := dryRun(r, "PatchOptions")
 	if err != nil {
 		return err
