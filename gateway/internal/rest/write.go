@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	apirest "k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
@@ -161,6 +162,11 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 		}
 		a.Object = obj
 		out, err := h.validate(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
+			// As the registry store: the uid and creation timestamp
+			// first (a Job's generated selector names its uid).
+			if m, err := meta.Accessor(obj); err == nil {
+				apirest.FillObjectMetaSystemFields(m)
+			}
 			setIPFamilies(obj, defaultIPFamily)
 			out, err := h.prepareCreate(ctx, r, obj)
 			if err != nil {
