@@ -296,16 +296,8 @@ func (r helmRelease) checkMeta(t *testing.T, kind string, m metav1.ObjectMeta) {
 	if !slices.ContainsFunc(m.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
 		return e.Manager == "helm" && e.Operation == want
 	}) {
-		t.Errorf("%s managedFields have no %s entry of manager helm: %s", kind, want, managers(m.ManagedFields))
+		t.Errorf("%s managedFields have no %s entry of manager helm: %q", kind, want, managers(m.ManagedFields))
 	}
-}
-
-func managers(es []metav1.ManagedFieldsEntry) string {
-	var s []string
-	for _, e := range es {
-		s = append(s, e.Manager+"/"+string(e.Operation)+"/"+e.Subresource)
-	}
-	return "[" + strings.Join(s, " ") + "]"
 }
 
 // checkReleases checks helm's release Secrets: one per revision, with the
