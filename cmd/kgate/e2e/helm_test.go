@@ -198,7 +198,10 @@ func TestHelm(t *testing.T) {
 				}
 			})
 			t.Run("uninstall", func(t *testing.T) {
-				out := h.ok(t, "uninstall", r.name, "-n", r.namespace)
+				// --wait (helm's watcher strategy) lists and watches each
+				// kind until the deleted objects are gone; nothing here
+				// needs a kubelet.
+				out := h.ok(t, "uninstall", r.name, "-n", r.namespace, "--wait", "--timeout", "60s")
 				if want := fmt.Sprintf("release \"%s\" uninstalled\n", r.name); out != want {
 					t.Errorf("helm uninstall printed %q, want %q", out, want)
 				}
