@@ -176,6 +176,12 @@ func TestHelm(t *testing.T) {
 				r.checkStatus(t, 2)
 			})
 			srv.checkAlive(t)
+			revision := "2"
+			if tc.serverSide {
+				revision = "4"
+				t.Run("conflict", func(t *testing.T) { r.testConflict(t, chart, v2) })
+				srv.checkAlive(t)
+			}
 			t.Run("list", func(t *testing.T) {
 				var list []struct {
 					Name, Namespace, Revision, Status, Chart string
@@ -186,8 +192,8 @@ func TestHelm(t *testing.T) {
 					t.Fatalf("helm list -n %s: %d releases, want 1: %+v", r.namespace, len(list), list)
 				}
 				l := list[0]
-				if l.Name != r.name || l.Namespace != r.namespace || l.Revision != "2" || l.Status != "deployed" || l.Chart != "web-0.1.0" || l.AppVersion != "1.25" {
-					t.Errorf("helm list: %+v, want %s in %s, revision 2, deployed, chart web-0.1.0, app version 1.25", l, r.name, r.namespace)
+				if l.Name != r.name || l.Namespace != r.namespace || l.Revision != revision || l.Status != "deployed" || l.Chart != "web-0.1.0" || l.AppVersion != "1.25" {
+					t.Errorf("helm list: %+v, want %s in %s, revision %s, deployed, chart web-0.1.0, app version 1.25", l, r.name, r.namespace, revision)
 				}
 				var all []struct{ Name, Namespace string }
 				h.json(t, &all, "list", "--all-namespaces")
@@ -225,6 +231,55 @@ type helmRelease struct {
 	cs              kubernetes.Interface
 	name, namespace string
 	serverSide      bool
+}
+
+// testConflict has another manager change a field the release applied:
+// helm's next upgrade fails on the server's apply conflict (409, naming
+// the manager and the field) and writes nothing; with --force-conflicts
+// helm takes the field back.
+func (r helmRelease) testConflict(t *testing.T, chart string, v helmValues) {
+	ctx := context.Background()
+	cm, err := r.cs.CoreV1().ConfigMaps(r.namespace).Get(ctx, r.name+"-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("cannot get the ConfigMap: %v", err)
+	}
+	cm.Data["color"] = "red"
+	if _, err := r.cs.CoreV1().ConfigMaps(r.namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "e2e-editor"}); err != nil {
+		t.Fatalf("cannot update the ConfigMap as e2e-editor: %v", err)
+	}
+	v3 := v
+	v3.color, v3.replicas = "yellow", 2
+	upgrade := append([]string{"upgrade", r.name, chart, "-n", r.namespace}, v3.setFlags()...)
+	res := r.h.run(upgrade...)
+	if res.err == nil {
+		t.Fatalf("helm upgrade over e2e-editor's color succeeded, want an apply conflict; stdout:\n%s", res.stdout)
+	}
+	t.Logf("helm upgrade failed as it should: %s", strings.TrimSpace(res.stderr))
+	for _, want := range []string{"conflict", `"e2e-editor"`, ".data.color"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("helm upgrade's error says no %q:\n%s", want, res.stderr)
+		}
+	}
+	got, err := r.cs.CoreV1().ConfigMaps(r.namespace).Get(ctx, r.name+"-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("cannot get the ConfigMap: %v", err)
+	}
+	if got.Data["color"] != "red" || !owns(got.ManagedFields, "e2e-editor Update", "f:data/f:color") {
+		t.Errorf("after the conflict: color %q, managers %q; want red, owned by e2e-editor", got.Data["color"], managers(got.ManagedFields))
+	}
+	r.checkReleases(t, map[int]string{1: "superseded", 2: "deployed", 3: "failed"})
+
+	r.h.ok(t, append(upgrade, "--force-conflicts")...)
+	r.checkObjects(t, v3)
+	r.checkReleases(t, map[int]string{1: "superseded", 2: "superseded", 3: "failed", 4: "deployed"})
+	r.checkStatus(t, 4)
+	got, err = r.cs.CoreV1().ConfigMaps(r.namespace).Get(ctx, r.name+"-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("cannot get the ConfigMap: %v", err)
+	}
+	if owns(got.ManagedFields, "e2e-editor", "f:data/f:color") || !owns(got.ManagedFields, "helm Apply", "f:data/f:color") {
+		t.Errorf("after --force-conflicts: managers %q; want data.color owned by helm's Apply only", managers(got.ManagedFields))
+	}
 }
 
 // checkObjects checks that the chart's four objects hold v, carry helm's
