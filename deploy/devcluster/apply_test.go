@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv1ac "k8s.io/client-go/applyconfigurations/autoscaling/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -129,6 +130,21 @@ func testApply(t *testing.T, cs kubernetes.Interface) {
 	want := []string{"autoscaler Apply ", "controller Apply status", "deployer Apply ", "editor Update "}
 	if got := managerNames(d.ManagedFields); !slices.Equal(got, want) {
 		t.Errorf("managers %v, want %v", got, want)
+	}
+
+	// Apply through the scale subresource: its entry lands on the
+	// Deployment as upstream's scale REST puts it, taking the replicas
+	// from autoscaler.
+	scale := autoscalingv1ac.Scale().WithSpec(autoscalingv1ac.ScaleSpec().WithReplicas(7))
+	if _, err := deps.ApplyScale(ctx, "web", scale, metav1.ApplyOptions{FieldManager: "hpa", Force: true}); err != nil {
+		t.Fatalf("apply scale: %v", err)
+	}
+	if d, err = deps.Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"controller Apply status", "deployer Apply ", "editor Update ", "hpa Apply scale"}
+	if got := managerNames(d.ManagedFields); *d.Spec.Replicas != 7 || !slices.Equal(got, want) {
+		t.Errorf("after apply scale: replicas %d, managers %v, want %v", *d.Spec.Replicas, got, want)
 	}
 
 	// A ConfigMap created by Create and then applied: the create is an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,7 @@ func (h *Handler) defaulted(obj runtime.Object) {
 // PrepareForCreate, validation (422 with upstream's causes), warnings
 // (Warning headers) and canonicalization. It returns the object to store.
 func (h *Handler) prepareCreate(ctx context.Context, r *request, obj runtime.Object) (runtime.Object, error) {
+	admitted := obj.DeepCopyObject()
 	res, err := h.cfg.Semantics.Create(ctx, r.res, "", obj)
 	if errors.Is(err, builtin.ErrUnknown) {
 		res, err = genericCreate(r.res, obj)
@@ -46,7 +48,12 @@ func (h *Handler) prepareCreate(ctx context.Context, r *request, obj runtime.Obj
 	if err != nil {
 		return nil, err
 	}
-	return h.result(r, res, obj)
+	out, err := h.result(r, res, obj)
+	if err != nil {
+		return nil, err
+	}
+	keepQuotaStatus("", admitted, out)
+	return out, nil
 }
 
 // strategyUpdate runs the strategy of r's resource and subresource over
@@ -60,7 +67,12 @@ func (h *Handler) strategyUpdate(ctx context.Context, r *request, subresource st
 	if err != nil {
 		return nil, err
 	}
-	return h.result(r, res, obj)
+	out, err := h.result(r, res, obj)
+	if err != nil {
+		return nil, err
+	}
+	keepQuotaStatus(subresource, obj, out)
+	return out, nil
 }
 
 // result turns a strategy's result into the object to store, or upstream's
@@ -127,4 +139,37 @@ func genericUpdate(res *registry.Resource, obj, old runtime.Object) (builtin.Res
 		return builtin.Result{Errors: errs}, nil
 	}
 	return builtin.Result{Object: obj}, nil
+}
+
+// kgate runs no resource quota controller: its ResourceQuota admission
+// plugin fills a quota's status (hard from spec, used counted) as that
+// controller's first sync would. Upstream's strategy drops the status a
+// client sends on create and keeps the stored one on update, then the
+// controller syncs. So for a quota written through the main resource,
+// the strategy's rule is applied before mutating admission
+// (quotaStatusBefore), and the status the plugin filled in is kept over
+// the strategy's (keepQuotaStatus).
+
+// quotaStatusBefore gives obj, a quota about to be admitted, the status
+// upstream's strategy would leave it: none on create (old nil), the
+// stored one on update.
+func quotaStatusBefore(subresource string, obj, old runtime.Object) {
+	q, ok := obj.(*corev1.ResourceQuota)
+	if !ok || subresource != "" {
+		return
+	}
+	q.Status = corev1.ResourceQuotaStatus{}
+	if o, ok := old.(*corev1.ResourceQuota); ok {
+		q.Status = *o.Status.DeepCopy()
+	}
+}
+
+// keepQuotaStatus sets the status admission filled into admitted on
+// prepared, what the strategy returned.
+func keepQuotaStatus(subresource string, admitted, prepared runtime.Object) {
+	a, ok1 := admitted.(*corev1.ResourceQuota)
+	p, ok2 := prepared.(*corev1.ResourceQuota)
+	if ok1 && ok2 && subresource == "" {
+		p.Status = *a.Status.DeepCopy()
+	}
 }

@@ -149,6 +149,7 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 	// admission, etcd; a generated name taken already is generated again
 	// (and the object validated again), at most generateNameAttempts
 	// times.
+	quotaStatusBefore("", obj, nil)
 	a := h.attributes(r, admission.Create, obj, nil, dry)
 	if err := h.mutate(ctx, r, a); err != nil {
 		return &objectError{name: m.Name, err: err}
@@ -248,6 +249,7 @@ func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent,
 		return nil, err
 	}
 	keepAllocations(next, old)
+	quotaStatusBefore(r.info.Subresource, next, old)
 	a := h.attributes(r, admission.Update, next, old, dry)
 	h.retried(ctx, r, a)
 	out, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
