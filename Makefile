@@ -4,6 +4,7 @@ GO       ?= go
 BIN      := $(CURDIR)/bin
 KGATE    := $(BIN)/kgate
 KUBECTL  := $(BIN)/kubectl
+HELM     := $(BIN)/helm
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DATA_DIR ?= .kgate
 LISTEN   ?= 127.0.0.1:6443
@@ -19,7 +20,13 @@ KUBECTL_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean \
 	-X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z
 
-.PHONY: help build kubectl run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
+# helm's own version variables (its Makefile sets the same); keep in step
+# with helm.sh/helm/v4 in cmd/helm/go.mod.
+HELM_LDFLAGS := -s -w \
+	-X helm.sh/helm/v4/internal/version.version=v4.3.1 \
+	-X helm.sh/helm/v4/internal/version.gitTreeState=clean
+
+.PHONY: help build kubectl helm run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -30,6 +37,9 @@ build: ## build bin/kgate
 kubectl: ## build bin/kubectl from its Go module (pinned in cmd/kubectl/go.mod)
 	cd cmd/kubectl && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KUBECTL) .
 
+helm: ## build bin/helm from helm's own main package (helm.sh/helm/v4/cmd/helm, pinned in cmd/helm/go.mod)
+	cd cmd/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(HELM_LDFLAGS)" -o $(HELM) helm.sh/helm/v4/cmd/helm
+
 k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's staging modules, then tidy
 	GO=$(GO) deploy/k8smod/replace.sh $(K8S_VERSION) $(K8S_STAGING_VERSION) go.mod
 	$(GO) mod tidy
@@ -37,18 +47,18 @@ k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's st
 run: build ## run kgate dev (embedded etcd and NATS) on $(LISTEN), data in $(DATA_DIR)
 	$(KGATE) dev --data-dir $(DATA_DIR) --listen $(LISTEN)
 
-test: build kubectl ## vet, then every test with -race (unit, integration, end-to-end with kubectl)
+test: build kubectl helm ## vet, then every test with -race (unit, integration, end-to-end with kubectl and helm)
 	$(GO) vet ./...
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) $(GO) test -race -count=1 -timeout 20m ./...
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
 
 test-unit: ## unit tests only (-short skips everything that starts etcd, NATS or the binary)
 	$(GO) test -short -count=1 ./...
 
-test-integration: build kubectl ## integration and end-to-end tests without -race
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) $(GO) test -count=1 -timeout 20m ./...
+test-integration: build kubectl helm ## integration and end-to-end tests without -race
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -timeout 20m ./...
 
-test-e2e: build kubectl ## the end-to-end tests alone
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) $(GO) test -count=1 -v ./cmd/kgate/e2e/
+test-e2e: build kubectl helm ## the end-to-end tests alone
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -v ./cmd/kgate/e2e/
 
 # bench: the load harness (bench/) against a kgate dev it starts and stops
 # itself; results in bench/results/<timestamp>/ (results.json, results.md,

@@ -24,7 +24,9 @@ import (
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/discovery"
+	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
@@ -187,6 +189,7 @@ type Gateway struct {
 	// The components New builds, closed in reverse order.
 	access *access.Access
 	chain  *chain.Admission
+	sem    *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	guards *guard.Guard
 	hub    *watchhub.Hub
 	router *route.Router
@@ -258,12 +261,24 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Upstream's semantics of every built-in resource, whether served now
+	// or added to the registry later; others get upstream's generic
+	// metadata rules (rest).
+	if g.sem, err = builtin.New(registry.Builtin()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	fields, err := g.newFieldManager()
+	if err != nil {
+		return nil, err
+	}
 	rh, err := rest.New(g.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
 		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              g.chain,
+		Semantics:              g.sem,
+		FieldManager:           fields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
@@ -284,6 +299,25 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 		Logger:                        fasthttpLogger{d.Logger},
 	}
 	return g, nil
+}
+
+// newFieldManager builds the field managers of managedFields and
+// server-side apply over upstream's scheme and strategies, with the type
+// converter built once, here, from upstream's OpenAPI definitions (its
+// duration is logged).
+func (g *Gateway) newFieldManager() (*fieldmanager.Managers, error) {
+	sem := g.sem
+	t0 := time.Now()
+	tc, err := fieldmanager.NewTypeConverter(sem.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.log.Info("built the field manager's type converter", "took", time.Since(t0).Round(time.Millisecond))
+	fm, err := fieldmanager.New(fieldmanager.Config{Scheme: sem.Scheme(), TypeConverter: tc, ResetFields: sem.ResetFields})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return fm, nil
 }
 
 // newReads builds the read path: the router to cache node replicas and
@@ -338,7 +372,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	defer g.Close()
 	t0 := time.Now()
 	bctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg)
+	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg, g.sem)
 	cancel()
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ const generateNameAttempts = 8
 
 // Create stores obj, a new object of the storage kind of res, and returns it
 // as stored, with resourceVersion set. It takes obj over and fills the
-// system fields: uid, creationTimestamp, generation (1 for kinds with a
+// system fields: uid (unless set), creationTimestamp, generation (1 for kinds with a
 // spec), and the name when only generateName is set. The namespace is
 // cleared for cluster-scoped resources. ErrAlreadyExists when the name is
 // taken; ErrInvalidObject for an object that cannot be stored.
@@ -41,7 +41,9 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 	if m.GetResourceVersion() != "" {
 		return nil, fmt.Errorf("cannot create %s: resourceVersion must not be set: %w", describe(res, ns, m.GetName()), ErrInvalidObject)
 	}
-	m.SetUID(types.UID(uuid.NewString()))
+	if m.GetUID() == "" { // a uid the gateway gave it before upstream's strategy ran (a Job's selector names it) is kept
+		m.SetUID(types.UID(uuid.NewString()))
+	}
 	m.SetCreationTimestamp(metav1.NewTime(s.truncatedNow()))
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)

@@ -308,7 +308,16 @@ func TestAdmissionWebhooks(t *testing.T) {
 	vwc2.ObjectMeta = metav1.ObjectMeta{Name: ns + "-some"}
 	vwc2.Webhooks[0].Name = "some.kgate.test"
 	vwc2.Webhooks[0].SideEffects = &unknown
-	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc2, metav1.CreateOptions{}); err != nil {
+	// Upstream's v1 validation refuses sideEffects Some on create (a
+	// configuration stored from v1beta1 days can still hold it): written
+	// to etcd directly, as such a stored one.
+	vwc2.TypeMeta = metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"}
+	vwc2.UID, vwc2.CreationTimestamp = "5b0f3c1e-7d2a-4e8b-9c6d-0a1b2c3d4e5f", metav1.Now()
+	raw, err := json.Marshal(vwc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EtcdClient().Put(ctx, "/registry/validatingwebhookconfigurations/"+vwc2.Name, string(raw)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

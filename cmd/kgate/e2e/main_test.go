@@ -16,6 +16,7 @@ import (
 var (
 	kgateBin   string
 	kubectlBin string
+	binDir     string // where TestMain builds binaries; removed when the tests end
 )
 
 // kubectlLDFlags are the -X flags of cmd/kubectl/README.md: without them
@@ -39,6 +40,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
+	binDir = dir
 	if err := buildBinaries(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.RemoveAll(dir)

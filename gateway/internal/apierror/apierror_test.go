@@ -142,6 +142,19 @@ func TestStatus(t *testing.T) {
 			failure(409, metav1.StatusReasonConflict, `Operation cannot be fulfilled on Pod "p": the UID does not match`,
 				&metav1.StatusDetails{Kind: "Pod", Name: "p"}),
 			apierrors.IsConflict},
+		// Server-side apply's conflict: built by upstream's field manager
+		// (managedfields, through apierrors.NewApplyConflict) and passed
+		// through with its causes, one per conflicting field.
+		{"apply conflict", fmt.Errorf("cannot apply: %w", apierrors.NewApplyConflict([]metav1.StatusCause{
+			{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl"`, Field: ".data.color"},
+			{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl"`, Field: ".data.size"},
+		}, "Apply failed with 2 conflicts: conflicts with \"kubectl\":\n- .data.color\n- .data.size")), pods, "p",
+			failure(409, metav1.StatusReasonConflict, "Apply failed with 2 conflicts: conflicts with \"kubectl\":\n- .data.color\n- .data.size",
+				&metav1.StatusDetails{Causes: []metav1.StatusCause{
+					{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl"`, Field: ".data.color"},
+					{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "kubectl"`, Field: ".data.size"},
+				}}),
+			apierrors.IsConflict},
 		{"internal error", InternalError(errors.New("cannot read namespace ns: boom")), pods, "",
 			failure(500, metav1.StatusReasonInternalError, "Internal error occurred: cannot read namespace ns: boom",
 				&metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: "cannot read namespace ns: boom"}}}),

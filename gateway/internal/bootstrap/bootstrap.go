@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
-	"github.com/kgate/kgate/gateway/internal/strategy"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -37,11 +37,19 @@ type creator interface {
 	Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error)
 }
 
+// Semantics is upstream's create semantics of the built-in resources
+// (builtin.Semantics): what kube-apiserver's strategies set on an object
+// created through the API, as its bootstrap controllers create them (a
+// namespace's finalizer and phase, ...).
+type Semantics interface {
+	Create(ctx context.Context, res *registry.Resource, subresource string, obj runtime.Object) (builtin.Result, error)
+}
+
 // Ensure creates the system namespaces, their default ServiceAccounts and
 // the default ClusterRoles and ClusterRoleBindings that do not exist.
-func Ensure(ctx context.Context, store creator, reg *registry.Registry) error {
+func Ensure(ctx context.Context, store creator, reg *registry.Registry, sem Semantics) error {
 	for _, name := range SystemNamespaces {
-		if err := create(ctx, store, reg, corev1.SchemeGroupVersion.WithResource("namespaces"),
+		if err := create(ctx, store, reg, sem, corev1.SchemeGroupVersion.WithResource("namespaces"),
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			return fmt.Errorf("cannot create namespace %s: %w", name, err)
 		}
@@ -50,12 +58,12 @@ func Ensure(ctx context.Context, store creator, reg *registry.Registry) error {
 		}
 	}
 	for _, r := range rbacbootstrap.Roles() {
-		if err := create(ctx, store, reg, rbacv1.SchemeGroupVersion.WithResource("clusterroles"), r); err != nil {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("clusterroles"), r); err != nil {
 			return fmt.Errorf("cannot create clusterrole %s: %w", r.Name, err)
 		}
 	}
 	for _, b := range rbacbootstrap.Bindings() {
-		if err := create(ctx, store, reg, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), b); err != nil {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), b); err != nil {
 			return fmt.Errorf("cannot create clusterrolebinding %s: %w", b.Name, err)
 		}
 	}
@@ -63,22 +71,33 @@ func Ensure(ctx context.Context, store creator, reg *registry.Registry) error {
 }
 
 // EnsureServiceAccount creates the "default" ServiceAccount of namespace
-// unless it exists.
+// unless it exists. (A ServiceAccount of only a name is one upstream's
+// strategy leaves as it is: none is run.)
 func EnsureServiceAccount(ctx context.Context, store creator, reg *registry.Registry, namespace string) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: DefaultServiceAccount}}
-	if err := create(ctx, store, reg, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), sa); err != nil {
+	if err := create(ctx, store, reg, nil, corev1.SchemeGroupVersion.WithResource("serviceaccounts"), sa); err != nil {
 		return fmt.Errorf("cannot create service account %s/%s: %w", namespace, DefaultServiceAccount, err)
 	}
 	return nil
 }
 
-// create creates obj unless an object of its name exists.
-func create(ctx context.Context, store creator, reg *registry.Registry, gvr schema.GroupVersionResource, obj runtime.Object) error {
+// create creates obj, prepared by sem (unless nil), unless an object of
+// its name exists.
+func create(ctx context.Context, store creator, reg *registry.Registry, sem Semantics, gvr schema.GroupVersionResource, obj runtime.Object) error {
 	res, ok := reg.Lookup(gvr)
 	if !ok {
 		return fmt.Errorf("%v is not registered", gvr)
 	}
-	strategy.PrepareForCreate(res, obj)
+	if sem != nil {
+		got, err := sem.Create(ctx, res, "", obj)
+		if err != nil {
+			return err
+		}
+		if len(got.Errors) > 0 {
+			return fmt.Errorf("cannot create an invalid %s: %w", res.Kind, got.Errors.ToAggregate())
+		}
+		obj = got.Object
+	}
 	if _, err := store.Create(ctx, res, obj); err != nil && !errors.Is(err, storage.ErrAlreadyExists) {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
 
 	"github.com/kgate/kgate/storage"
@@ -29,7 +30,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		if err := Ensure(ctx, store, reg); err != nil {
+		if err := Ensure(ctx, store, reg, newSemantics(t)); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 	}
@@ -79,7 +80,7 @@ func TestEnsureKeepsChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := Ensure(ctx, store, reg); err != nil {
+	if err := Ensure(ctx, store, reg, newSemantics(t)); err != nil {
 		t.Fatal(err)
 	}
 	roles, _ := reg.Lookup(rbacv1.SchemeGroupVersion.WithResource("clusterroles"))
@@ -90,7 +91,7 @@ func TestEnsureKeepsChanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Ensure(ctx, store, reg); err != nil {
+	if err := Ensure(ctx, store, reg, newSemantics(t)); err != nil {
 		t.Fatal(err)
 	}
 	obj, err := store.Get(ctx, roles, "", "view", 0)
@@ -100,4 +101,13 @@ func TestEnsureKeepsChanges(t *testing.T) {
 	if obj.(*rbacv1.ClusterRole).Labels["changed"] != "yes" {
 		t.Error("Ensure overwrote a changed default")
 	}
+}
+
+func newSemantics(t *testing.T) *builtin.Semantics {
+	t.Helper()
+	sem, err := builtin.New(registry.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sem
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/gateway/internal/authz"
-	"github.com/kgate/kgate/gateway/internal/strategy"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
@@ -62,7 +61,6 @@ func TestFeedFollowsCache(t *testing.T) {
 	put := func(resource string, obj runtime.Object) {
 		t.Helper()
 		res, _ := env.Registry.Lookup(rbacv1.SchemeGroupVersion.WithResource(resource))
-		strategy.PrepareForCreate(res, obj)
 		if _, err := store.Create(ctx, res, obj); err != nil {
 			t.Fatal(err)
 		}

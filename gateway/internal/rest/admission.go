@@ -3,7 +3,6 @@ package rest
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/valyala/fasthttp"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,25 +55,44 @@ func (h *Handler) attributes(r *request, op admission.Operation, obj, old runtim
 	return a
 }
 
-// admit runs both admission phases around validate, the object's own
-// validation: the mutating phase, validate, then the validating phase.
-// It returns the object as admitted.
-func (h *Handler) admit(ctx context.Context, r *request, a *admission.Attributes, validate func(obj runtime.Object) error) (runtime.Object, error) {
+// admit runs both admission phases around prepare, the strategy of the
+// write (prepare, validate): the mutating phase, prepare, then the
+// validating phase on the object prepare returned. It returns the object
+// as admitted.
+func (h *Handler) admit(ctx context.Context, r *request, a *admission.Attributes, prepare func(obj runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	if err := h.mutate(ctx, r, a); err != nil {
+		return nil, err
+	}
+	return h.validate(ctx, r, a, prepare)
+}
+
+// mutate runs the mutating admission phase; it may replace a.Object.
+func (h *Handler) mutate(ctx context.Context, r *request, a *admission.Attributes) error {
 	if h.cfg.Admission == nil {
-		if validate != nil {
-			return a.Object, validate(a.Object)
+		return nil
+	}
+	defer h.warn(r, a)
+	return h.cfg.Admission.Admit(ctx, a)
+}
+
+// validate runs prepare (nil: nothing to prepare) on a.Object, then the
+// validating admission phase on what it returned, and returns that.
+func (h *Handler) validate(ctx context.Context, r *request, a *admission.Attributes, prepare func(obj runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	if prepare != nil {
+		obj, err := prepare(a.Object)
+		if err != nil {
+			return nil, err
 		}
+		a.Object = obj
+		if m, err := objectMeta(obj); err == nil && a.Name == "" {
+			// The name generated from generateName.
+			a.Name = m.Name
+		}
+	}
+	if h.cfg.Admission == nil {
 		return a.Object, nil
 	}
 	defer h.warn(r, a)
-	if err := h.cfg.Admission.Admit(ctx, a); err != nil {
-		return nil, err
-	}
-	if validate != nil {
-		if err := validate(a.Object); err != nil {
-			return nil, err
-		}
-	}
 	if err := h.cfg.Admission.Validate(ctx, a); err != nil {
 		return nil, err
 	}
@@ -83,12 +101,8 @@ func (h *Handler) admit(ctx context.Context, r *request, a *admission.Attributes
 
 // warn passes admission warnings to the client as Warning headers.
 func (h *Handler) warn(r *request, a *admission.Attributes) {
-	if r.rc == nil {
-		return
-	}
 	for _, w := range a.Warnings() {
-		w = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ").Replace(w)
-		r.rc.Response.Header.Add("Warning", `299 - "`+w+`"`)
+		addWarning(r, w)
 	}
 }
 

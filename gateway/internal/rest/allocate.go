@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,79 @@ func ipError(err error) error {
 			fieldErrors("spec.clusterIPs", "", "range is full"))
 	}
 	return err
+}
+
+// defaultIPFamily is the IP family of kgate's service CIDR (single-stack
+// IPv4), the family of Services whose cluster IPs do not tell theirs.
+const defaultIPFamily = corev1.IPv4Protocol
+
+// setIPFamilies sets the IP family fields of a Service as kube-apiserver's
+// service REST does before its strategy validates the Service (upstream's
+// allocator, not its defaulting or strategy, sets them: they depend on the
+// cluster's service CIDRs), on a single-stack cluster of family:
+// spec.clusterIPs from a lone spec.clusterIP, spec.ipFamilyPolicy
+// (SingleStack; RequireDualStack for a headless Service without
+// selector) and spec.ipFamilies from the cluster IPs, else family. Fields
+// already set are kept; ExternalName Services and other objects are left
+// alone.
+func setIPFamilies(obj runtime.Object, family corev1.IPFamily) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	s := &svc.Spec
+	if s.Type == corev1.ServiceTypeExternalName {
+		return
+	}
+	if s.ClusterIP != "" && len(s.ClusterIPs) == 0 {
+		s.ClusterIPs = []string{s.ClusterIP}
+	}
+	headlessNoSelector := s.ClusterIP == corev1.ClusterIPNone && len(s.Selector) == 0
+	if s.IPFamilyPolicy == nil {
+		p := corev1.IPFamilyPolicySingleStack
+		if headlessNoSelector {
+			p = corev1.IPFamilyPolicyRequireDualStack
+		}
+		s.IPFamilyPolicy = &p
+	}
+	for i, ip := range s.ClusterIPs {
+		if ip == corev1.ClusterIPNone {
+			break
+		}
+		if i < len(s.IPFamilies) {
+			continue
+		}
+		f, ok := familyOf(ip)
+		if !ok {
+			break
+		}
+		s.IPFamilies = append(s.IPFamilies, f)
+	}
+	if len(s.IPFamilies) == 0 {
+		s.IPFamilies = []corev1.IPFamily{family}
+	}
+	if headlessNoSelector && len(s.IPFamilies) == 1 && *s.IPFamilyPolicy != corev1.IPFamilyPolicySingleStack {
+		s.IPFamilies = append(s.IPFamilies, otherFamily(s.IPFamilies[0]))
+	}
+}
+
+func familyOf(ip string) (corev1.IPFamily, bool) {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return "", false
+	case a.Is4() || a.Is4In6():
+		return corev1.IPv4Protocol, true
+	default:
+		return corev1.IPv6Protocol, true
+	}
+}
+
+func otherFamily(f corev1.IPFamily) corev1.IPFamily {
+	if f == corev1.IPv4Protocol {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
 }
 
 // keepAllocations carries what was allocated for cur into next: a

@@ -22,6 +22,7 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
@@ -388,6 +389,23 @@ type env struct {
 	adm   *fakeAdmission
 }
 
+// upstream is the built-in semantics the tests share (building the
+// upstream scheme takes a while).
+var upstream struct {
+	once sync.Once
+	sem  *builtin.Semantics
+	err  error
+}
+
+func semantics(t *testing.T) *builtin.Semantics {
+	t.Helper()
+	upstream.once.Do(func() { upstream.sem, upstream.err = builtin.New(registry.Builtin()) })
+	if upstream.err != nil {
+		t.Fatal(upstream.err)
+	}
+	return upstream.sem
+}
+
 func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	t.Helper()
 	reg, err := registry.NewBuiltin()
@@ -413,6 +431,7 @@ func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	cfg := Config{
 		Registry: reg, Ranges: table, Store: e.store, Cache: e.cache, Revisions: e.revs, Hub: e.hub,
 		Codec: nc, StorageCodec: w.codec, Logger: slog.New(slog.DiscardHandler), Admission: e.adm,
+		Semantics: semantics(t),
 	}
 	for _, f := range configure {
 		f(&cfg)

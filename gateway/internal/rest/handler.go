@@ -89,6 +89,13 @@ type Config struct {
 	Now func() time.Time
 	// Admission checks and completes writes; nil admits everything.
 	Admission Admission
+	// Semantics is upstream's defaulting, strategies and validation of
+	// the built-in resources (builtin.Semantics), run on every write.
+	// Required.
+	Semantics Semantics
+	// FieldManager keeps managedFields and serves server-side apply; nil
+	// manages no fields and answers apply patches 415.
+	FieldManager fieldManager
 }
 
 // Fallback is what a consistent read does when the cache lags.
@@ -111,7 +118,7 @@ type Handler struct {
 // flight end when it is cancelled.
 func New(base context.Context, cfg Config) (*Handler, error) {
 	if cfg.Registry == nil || cfg.Ranges == nil || cfg.Store == nil || cfg.Cache == nil ||
-		cfg.Revisions == nil || cfg.Hub == nil || cfg.Codec == nil || cfg.StorageCodec == nil || cfg.Logger == nil {
+		cfg.Revisions == nil || cfg.Hub == nil || cfg.Codec == nil || cfg.StorageCodec == nil || cfg.Logger == nil || cfg.Semantics == nil {
 		return nil, errors.New("cannot make REST handler: every dependency is required")
 	}
 	switch cfg.ConsistentReadFallback {
@@ -159,6 +166,9 @@ type request struct {
 	// attempt is the admission of an update's latest attempt: storage
 	// runs the update again after a conflict (retried).
 	attempt *admission.Attributes
+	// applied: the write is a server-side apply whose managedFields the
+	// field manager has recorded already.
+	applied bool
 }
 
 // Serve handles a resource request for res.

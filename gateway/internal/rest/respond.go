@@ -11,12 +11,19 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/convert"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
-	"github.com/kgate/kgate/gateway/internal/strategy"
 	"github.com/kgate/kgate/gateway/internal/table"
 	"github.com/kgate/kgate/storage/registry"
 )
 
-func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, error) { return strategy.ObjectMeta(obj) }
+// objectMeta returns the metadata of a typed object.
+func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, error) {
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("cannot read the metadata of %T", obj)
+}
 
 // decodeServed decodes an object's served JSON (as a cache node keeps it)
 // into its typed form.

@@ -12,6 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubernetes/pkg/apis/autoscaling"
+	autoscalingapiv1 "k8s.io/kubernetes/pkg/apis/autoscaling/v1"
+	autoscalingvalidation "k8s.io/kubernetes/pkg/apis/autoscaling/validation"
+	api "k8s.io/kubernetes/pkg/apis/core"
+	coreapiv1 "k8s.io/kubernetes/pkg/apis/core/v1"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
@@ -127,8 +134,15 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		if err != nil {
 			return nil, err
 		}
+		sf, err := h.scaleFields(r, cur, curScale)
+		if err != nil {
+			return nil, err
+		}
 		s, err := next(curScale)
 		if err != nil {
+			return nil, err
+		}
+		if s, err = h.manageScaleFields(r, curScale, s); err != nil {
 			return nil, err
 		}
 		if s.Name != "" && s.Name != r.info.Name {
@@ -142,20 +156,39 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		a := h.attributes(r, admission.Update, s, curScale, dry)
 		a.Kind = scaleGVK
 		h.retried(ctx, r, a)
-		admitted, err := h.admit(ctx, r, a, func(obj runtime.Object) error {
-			s, ok := obj.(*autoscalingv1.Scale)
-			if !ok {
-				return apierror.BadRequest("admission did not leave a Scale")
-			}
-			if s.Spec.Replicas < 0 {
-				return apierror.Invalid(scaleGVK.GroupKind(), r.info.Name, fieldErrors("spec.replicas", strconv.Itoa(int(s.Spec.Replicas)), "must be greater than or equal to 0"))
-			}
-			return nil
-		})
+		// As upstream's scale subresources: admission sees Scales; the
+		// Scale is validated, its replicas set on the parent, and the
+		// parent updated through the resource's own strategy.
+		old, err := h.toServed(r.res, cur)
 		if err != nil {
 			return nil, err
 		}
-		return setReplicas(cur, admitted.(*autoscalingv1.Scale).Spec.Replicas)
+		var parent runtime.Object
+		if _, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
+			s, ok := obj.(*autoscalingv1.Scale)
+			if !ok {
+				return nil, apierror.BadRequest("admission did not leave a Scale")
+			}
+			if errs, err := validateScale(s); err != nil {
+				return nil, err
+			} else if len(errs) > 0 {
+				return nil, apierror.Invalid(autoscaling.Kind("Scale"), r.info.Name, errs)
+			}
+			next, err := setReplicas(old, s.Spec.Replicas)
+			if err != nil {
+				return nil, err
+			}
+			if err := parentFields(sf, next, s); err != nil {
+				return nil, err
+			}
+			if parent, err = h.strategyUpdate(ctx, r, "scale", next, old); err != nil {
+				return nil, err
+			}
+			return s, nil
+		}); err != nil {
+			return nil, err
+		}
+		return h.toStored(r.res, parent)
 	}
 	out, err := h.updateStored(ctx, r, dry, pre, update)
 	if err != nil {
@@ -165,7 +198,7 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 }
 
 func (h *Handler) updateScale(ctx context.Context, r *request) error {
-	dry, err := dryRun(r)
+	dry, err := dryRun(r, "UpdateOptions")
 	if err != nil {
 		return err
 	}
@@ -237,7 +270,7 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 	if !ok {
 		return notFoundPath()
 	}
-	dry, err := dryRun(r)
+	dry, err := dryRun(r, "CreateOptions")
 	if err != nil {
 		return err
 	}
@@ -248,15 +281,17 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 	// pods/binding (or bindings), as kube-apiserver sends it.
 	a := h.attributes(r, admission.Create, b, nil, dry)
 	a.Kind, a.Name = bindingGVK, name
-	obj, err := h.admit(ctx, r, a, func(obj runtime.Object) error {
+	obj, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
 		nb, ok := obj.(*corev1.Binding)
 		if !ok {
-			return apierror.BadRequest("admission did not leave a Binding")
+			return nil, apierror.BadRequest("admission did not leave a Binding")
 		}
-		if nb.Target.Name == "" {
-			return apierror.Invalid(bindingGVK.GroupKind(), name, fieldErrors("target.name", "", "must be set"))
+		if errs, err := validateBinding(nb); err != nil {
+			return nil, err
+		} else if len(errs) > 0 {
+			return nil, apierror.Invalid(bindingGVK.GroupKind(), name, errs)
 		}
-		return nil
+		return nb, nil
 	})
 	if err != nil {
 		return err
@@ -291,6 +326,26 @@ func (h *Handler) bind(ctx context.Context, r *request) error {
 		return err
 	}
 	return h.bound(r)
+}
+
+// validateScale is upstream's validation of a Scale sent to a scale
+// subresource (on its internal type).
+func validateScale(s *autoscalingv1.Scale) (field.ErrorList, error) {
+	var internal autoscaling.Scale
+	if err := autoscalingapiv1.Convert_v1_Scale_To_autoscaling_Scale(s, &internal, nil); err != nil {
+		return nil, fmt.Errorf("cannot convert the Scale: %w", err)
+	}
+	return autoscalingvalidation.ValidateScale(&internal), nil
+}
+
+// validateBinding is upstream's validation of a pod Binding (on its
+// internal type), as its binding REST runs it.
+func validateBinding(b *corev1.Binding) (field.ErrorList, error) {
+	var internal api.Binding
+	if err := coreapiv1.Convert_v1_Binding_To_core_Binding(b, &internal, nil); err != nil {
+		return nil, fmt.Errorf("cannot convert the Binding: %w", err)
+	}
+	return corevalidation.ValidatePodBinding(&internal), nil
 }
 
 // bound answers a binding: kube-apiserver's 201 Success Status.

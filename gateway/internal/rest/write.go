@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	apirest "k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
-	"github.com/kgate/kgate/gateway/internal/defaults"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/patch"
-	"github.com/kgate/kgate/gateway/internal/strategy"
 	"github.com/kgate/kgate/storage"
 )
 
@@ -53,15 +53,28 @@ func (h *Handler) decodeBody(r *request, optionsKind string, gvk schema.GroupVer
 	return obj, nil
 }
 
-// dryRun reads the dryRun parameter: only "All" is known.
-func dryRun(r *request) (bool, error) {
+// dryRun reads the dryRun parameter of a write whose options are of
+// optionsKind (CreateOptions, UpdateOptions, PatchOptions): only "All" is
+// known, anything else is upstream's 422 naming the options kind.
+func dryRun(r *request, optionsKind string) (bool, error) {
 	values := r.rc.QueryArgs().PeekMulti("dryRun")
-	for _, v := range values {
-		if string(v) != metav1.DryRunAll {
-			return false, invalidList("dryRun", string(v), "supported values: \"All\"")
-		}
+	if len(values) == 0 {
+		return false, nil
 	}
-	return len(values) > 0, nil
+	dry := make([]string, len(values))
+	for i, v := range values {
+		dry[i] = string(v)
+	}
+	if errs := metav1validation.ValidateDryRun(field.NewPath("dryRun"), dry); len(errs) > 0 {
+		return false, optionsInvalid(optionsKind, errs)
+	}
+	return true, nil
+}
+
+// optionsInvalid is upstream's answer to invalid options: 422 Invalid of
+// the options kind (group meta.k8s.io), with no name.
+func optionsInvalid(optionsKind string, errs field.ErrorList) error {
+	return apierror.Invalid(metav1.SchemeGroupVersion.WithKind(optionsKind).GroupKind(), "", errs)
 }
 
 // checkIdentity makes the object's namespace and name agree with the URL.
@@ -90,7 +103,7 @@ func (h *Handler) newServed(r *request) (runtime.Object, error) {
 // option, the decoded object of the served kind as kube-apiserver's
 // conversion leaves it, and its metadata agreeing with the URL.
 func (h *Handler) readObject(r *request, optionsKind string, needName bool) (runtime.Object, *metav1.ObjectMeta, bool, error) {
-	dry, err := dryRun(r)
+	dry, err := dryRun(r, optionsKind)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -102,7 +115,7 @@ func (h *Handler) readObject(r *request, optionsKind string, needName bool) (run
 	if err != nil {
 		return nil, nil, false, err
 	}
-	strategy.Normalize(obj)
+	h.defaulted(obj)
 	m, err := objectMeta(obj)
 	if err != nil {
 		return nil, nil, false, err
@@ -121,27 +134,81 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	strategy.PrepareForCreate(r.res, obj)
-	defaults.Apply(obj)
+	if obj, err = h.manageFields(r, nil, obj); err != nil {
+		return err
+	}
+	return h.createObject(ctx, r, obj, m, dry)
+}
+
+// createObject creates obj, a served object as decoded (or applied) with
+// its managedFields.
+func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Object, m *metav1.ObjectMeta, dry bool) error {
+	// kube-apiserver's order: decode and default (readObject), mutating
+	// admission, then its registry store: the name from generateName,
+	// the strategy (prepare, validate, warn, canonicalize), validating
+	// admission, etcd; a generated name taken already is generated again
+	// (and the object validated again), at most generateNameAttempts
+	// times.
+	quotaStatusBefore("", obj, nil)
 	a := h.attributes(r, admission.Create, obj, nil, dry)
-	obj, err = h.admit(ctx, r, a, func(obj runtime.Object) error {
-		if errs := strategy.ValidateCreate(r.res, obj); len(errs) > 0 {
-			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
+	if err := h.mutate(ctx, r, a); err != nil {
+		return &objectError{name: m.Name, err: err}
+	}
+	admitted := a.Object
+	generate := needsName(admitted)
+	for attempt := 1; ; attempt++ {
+		obj := admitted
+		if generate {
+			obj = admitted.DeepCopyObject()
 		}
-		return nil
-	})
-	if err != nil {
-		return &objectError{name: m.Name, err: err}
+		a.Object = obj
+		out, err := h.validate(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
+			// As the registry store: the uid and creation timestamp
+			// first (a Job's generated selector names its uid).
+			if m, err := meta.Accessor(obj); err == nil {
+				apirest.FillObjectMetaSystemFields(m)
+			}
+			setIPFamilies(obj, defaultIPFamily)
+			out, err := h.prepareCreate(ctx, r, obj)
+			if err != nil {
+				return nil, err
+			}
+			if m, err := objectMeta(out); err == nil && m.ResourceVersion != "" {
+				// Upstream's storage refuses it (a 500 there; the
+				// client's fault, so 400 here).
+				return nil, apierror.BadRequest("resourceVersion should not be set on objects to be created")
+			}
+			return out, nil
+		})
+		if err != nil {
+			return &objectError{name: a.Name, err: err}
+		}
+		if dry {
+			return h.writeObject(r, 201, out)
+		}
+		stored, err := h.store(ctx, r, out)
+		if generate && attempt < generateNameAttempts && errors.Is(err, storage.ErrAlreadyExists) {
+			h.finish(ctx, a, nil, err)
+			a.Name = ""
+			continue
+		}
+		h.finish(ctx, a, stored, err)
+		if err != nil {
+			return &objectError{name: a.Name, err: err}
+		}
+		return h.writeObject(r, 201, stored)
 	}
-	if dry {
-		return h.writeObject(r, 201, obj)
-	}
-	out, err := h.store(ctx, r, obj)
-	h.finish(ctx, a, out, err)
-	if err != nil {
-		return &objectError{name: m.Name, err: err}
-	}
-	return h.writeObject(r, 201, out)
+}
+
+// generateNameAttempts bounds the creates of an object named from its
+// generateName, as upstream's registry store's
+// maxNameGenerationCreateAttempts.
+const generateNameAttempts = 8
+
+// needsName reports whether obj is named from its generateName.
+func needsName(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetName() == "" && m.GetGenerateName() != ""
 }
 
 // store creates obj in etcd after allocating what it needs.
@@ -164,42 +231,35 @@ func (h *Handler) store(ctx context.Context, r *request, obj runtime.Object) (ru
 }
 
 // prepareUpdate turns the object a client sent (of the served kind) into
-// the object to store over cur, as the subresource asks.
+// the object to store over cur (of the storage kind), as the subresource
+// asks: kube-apiserver's update of its registry store. The server-set
+// fields the client left out come from cur, then mutating admission, the
+// strategy of the resource or subresource (rest.BeforeUpdate: prepare,
+// validate, warn, canonicalize), validating admission.
 func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent, cur runtime.Object) (runtime.Object, error) {
-	next, err := h.toStored(r.res, sent.DeepCopyObject())
+	old, err := h.toServed(r.res, cur)
 	if err != nil {
 		return nil, err
 	}
-	switch r.info.Subresource {
-	case "status":
-		next = strategy.PrepareForStatusUpdate(next, cur)
-	case "finalize":
-		ns, ok1 := next.(*corev1.Namespace)
-		old, ok2 := cur.(*corev1.Namespace)
-		if !ok1 || !ok2 {
-			return nil, notFoundPath()
-		}
-		out := old.DeepCopy()
-		out.Spec.Finalizers = ns.Spec.Finalizers
-		out.ResourceVersion = ns.ResourceVersion
-		next = out
-	default:
-		strategy.PrepareForUpdate(r.res, next, cur)
-	}
-	if err := fillSystemFields(next, cur); err != nil {
+	next, err := h.manageFields(r, old, sent.DeepCopyObject())
+	if err != nil {
 		return nil, err
 	}
-	defaults.Apply(next)
-	keepAllocations(next, cur)
-	a := h.attributes(r, admission.Update, next, cur, dry)
+	if err := fillSystemFields(next, old); err != nil {
+		return nil, err
+	}
+	keepAllocations(next, old)
+	quotaStatusBefore(r.info.Subresource, next, old)
+	a := h.attributes(r, admission.Update, next, old, dry)
 	h.retried(ctx, r, a)
-	return h.admit(ctx, r, a, func(next runtime.Object) error {
-		if errs := strategy.ValidateUpdate(r.res, next, cur); len(errs) > 0 {
-			m, _ := objectMeta(next)
-			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, errs)
-		}
-		return nil
+	out, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
+		setIPFamilies(obj, defaultIPFamily)
+		return h.strategyUpdate(ctx, r, r.info.Subresource, obj, old)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return h.toStored(r.res, out)
 }
 
 func (h *Handler) update(ctx context.Context, r *request) error {
@@ -230,10 +290,10 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	if pt == types.ApplyPatchType {
-		return apierror.UnsupportedMediaType([]string{string(types.JSONPatchType), string(types.MergePatchType), string(types.StrategicMergePatchType)})
+	if err := h.applySupported(pt); err != nil {
+		return err
 	}
-	dry, err := dryRun(r)
+	dry, err := dryRun(r, "PatchOptions")
 	if err != nil {
 		return err
 	}
@@ -244,6 +304,13 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	body := r.rc.PostBody()
 	if len(body) == 0 {
 		return apierror.BadRequest("the request body is empty")
+	}
+	o, err := readPatchOptions(r, pt, fv)
+	if err != nil {
+		return err
+	}
+	if pt == types.ApplyPatchType {
+		return h.apply(ctx, r, dry, o, body)
 	}
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
@@ -284,7 +351,7 @@ func (h *Handler) applyPatch(ctx context.Context, r *request, dry bool, pt types
 		if err != nil {
 			return nil, err
 		}
-		strategy.Normalize(sent)
+		h.defaulted(sent)
 		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.Namespace == "" {
 			m.Namespace = r.info.Namespace
 		}
@@ -360,20 +427,8 @@ func (h *Handler) deleteOptions(r *request) (*metav1.DeleteOptions, error) {
 	for _, v := range args.PeekMulti("dryRun") {
 		opts.DryRun = append(opts.DryRun, string(v))
 	}
-	for _, v := range opts.DryRun {
-		if v != metav1.DryRunAll {
-			return nil, invalidList("dryRun", v, "supported values: \"All\"")
-		}
-	}
-	if opts.OrphanDependents != nil && opts.PropagationPolicy != nil {
-		return nil, invalidList("propagationPolicy", string(*opts.PropagationPolicy), "orphanDependents and deletionPropagation cannot be both set")
-	}
-	if opts.PropagationPolicy != nil {
-		switch *opts.PropagationPolicy {
-		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
-		default:
-			return nil, invalidList("propagationPolicy", string(*opts.PropagationPolicy), "supported values: \"Orphan\", \"Background\", \"Foreground\"")
-		}
+	if errs := metav1validation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, optionsInvalid("DeleteOptions", errs)
 	}
 	return opts, nil
 }

@@ -151,19 +151,26 @@ func TestCreateErrors(t *testing.T) {
 
 func TestCreatePodPrepared(t *testing.T) {
 	e := newEnv(t)
-	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","resourceVersion":"5","uid":"x"},
+	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},
 		"spec":{"containers":[{"name":"c","image":"i"}]},"status":{"phase":"Running"}}`
 	r := e.do("POST", "/api/v1/namespaces/ns/pods", []byte(body))
 	if r.code != 201 {
 		t.Fatalf("%d %v", r.code, r.status)
 	}
+	// Upstream's pod strategy: the status a client sends is dropped.
 	created := e.store.created.(*corev1.Pod)
-	if created.ResourceVersion != "" || created.UID != "" || created.Status.Phase != corev1.PodPending || created.Status.QOSClass != corev1.PodQOSBestEffort {
+	if created.Status.Phase != corev1.PodPending || created.Status.QOSClass != corev1.PodQOSBestEffort {
 		t.Errorf("create stored %+v %+v", created.ObjectMeta, created.Status)
 	}
 	// Defaults were applied before storage.
 	if created.Spec.RestartPolicy != corev1.RestartPolicyAlways || created.Spec.Containers[0].TerminationMessagePath == "" {
 		t.Errorf("pod not defaulted: %+v", created.Spec)
+	}
+	// Upstream refuses a create that sets the resourceVersion (its storage
+	// does: the message is etcd3's); kgate answers 400, never 500.
+	withRV := strings.Replace(body, `"name":"p"`, `"name":"q","resourceVersion":"5"`, 1)
+	if r := e.do("POST", "/api/v1/namespaces/ns/pods", []byte(withRV)); r.code != 400 || !strings.Contains(r.status.Message, "resourceVersion should not be set on objects to be created") {
+		t.Errorf("create with a resourceVersion: %d %v", r.code, r.status)
 	}
 }
 
@@ -231,10 +238,11 @@ func TestUpdateStatusSubresource(t *testing.T) {
 	e.seed(deploymentsGVR, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d", Labels: map[string]string{"v": "1"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}},
 	})
 	body := `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","labels":{"v":"2"}},
-		"spec":{"replicas":9,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}}}},"status":{"replicas":5}}`
+		"spec":{"replicas":9,"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}},"status":{"replicas":5}}`
 	r := e.do("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/status", []byte(body))
 	if r.code != 200 {
 		t.Fatalf("%d %+v", r.code, r.status)
@@ -413,7 +421,8 @@ func TestScale(t *testing.T) {
 	e.seed(deploymentsGVR, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d"},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}},
 		Status: appsv1.DeploymentStatus{Replicas: 1},
 	})
 	var s autoscalingv1.Scale
