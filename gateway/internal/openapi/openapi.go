@@ -4,18 +4,18 @@
 // operations and the schemas of every type they use) and /openapi/v2 (the
 // schemas only, JSON or protobuf).
 //
-// The Kubernetes OpenAPI definitions live in k8s.io/kubernetes and cannot
-// be imported, so the schemas are built by reflection over the k8s.io/api
-// Go types the gateway decodes into: field names and types from the Go
-// structure and JSON tags, descriptions from the generated SwaggerDoc
-// methods, patch strategies and merge keys from the patchStrategy and
-// patchMergeKey tags, list and map types from the server-side apply schema
-// client-go ships. That is what kubectl apply needs to compute a strategic
-// merge patch and kubectl explain needs to describe fields. Unlike
-// kube-apiserver's, the schemas publish no "required" lists, enum values or
-// defaults: those come from +optional/+enum/+default comment markers that
-// do not survive compilation, and a wrong "required" would make kubectl's
-// client-side validation reject valid objects.
+// The schemas are kube-apiserver's own (package defs: the definitions
+// generated into k8s.io/kubernetes, with descriptions, required fields,
+// defaults, enums, list and map types and patch strategies, tagged with
+// x-kubernetes-group-version-kind), so kubectl explain, kubectl apply's
+// strategic merge patch and client-side validation see what they see
+// against kube-apiserver. The paths and operations are kgate's own,
+// generated from the registry the way kube-apiserver's go-restful routes
+// describe themselves (operation ids, parameters, responses, media types,
+// x-kubernetes-action). A served kind without a generated definition (a
+// custom resource) is described as an object with
+// x-kubernetes-preserve-unknown-fields: clients then neither validate nor
+// prune its fields.
 //
 // Every document is rendered into ready-to-send bytes: in New, and again in
 // the background after the registry changed (a custom resource or an
@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,9 +42,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/kgate/kgate/gateway/internal/openapi/defs"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -101,8 +101,9 @@ func newDocument(body, pb []byte) document {
 // Documents serves the OpenAPI documents of a registry that may change.
 // It is safe for concurrent use.
 type Documents struct {
-	reg *registry.Registry
-	v   version.Info
+	reg  *registry.Registry
+	v    version.Info
+	defs *defs.Definitions // of reg's scheme; used by New, then by the render goroutine only
 
 	cur atomic.Pointer[rendered]
 
@@ -128,14 +129,24 @@ type rendered struct {
 // changes; Close stops following.
 func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 	s := reg.Snapshot()
-	r, err := render(s, v)
+	o := &Documents{reg: reg, v: v}
+	r, err := render(s, o.definitions(s), v)
 	if err != nil {
 		return nil, err
 	}
 	r.gen = s.Generation()
-	o := &Documents{reg: reg, v: v}
 	o.cur.Store(r)
 	return o, nil
+}
+
+// definitions returns the definitions of the snapshot's scheme, built
+// once per scheme. Only New and the render goroutine call it, never at
+// the same time.
+func (o *Documents) definitions(s *registry.Snapshot) *defs.Definitions {
+	if o.defs == nil || o.defs.Scheme() != s.Scheme() {
+		o.defs = defs.New(s.Scheme())
+	}
+	return o.defs
 }
 
 // current returns the latest rendered documents. When the registry has
@@ -170,7 +181,7 @@ func (o *Documents) follow() {
 			return
 		}
 		o.mu.Unlock()
-		r, err := render(s, o.v)
+		r, err := render(s, o.definitions(s), o.v)
 		if err != nil {
 			r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
 		}
@@ -195,67 +206,62 @@ func (o *Documents) Rendered() uint64 { return o.current().gen }
 // change, or nil.
 func (o *Documents) Err() error { return o.current().err }
 
-// render renders the documents of the snapshot reg.
-func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
-	scheme := reg.Scheme()
-	lists, err := newListTypes(scheme)
-	if err != nil {
-		return nil, err
-	}
-	gvks, err := kindsByType(reg)
-	if err != nil {
-		return nil, err
-	}
-	defs := newDefinitions(v3, gvks, lists)
+// render renders the documents of the snapshot reg with the definitions
+// d of its scheme.
+func render(reg *registry.Snapshot, d *defs.Definitions, v version.Info) (*rendered, error) {
 	meta := metaNames{
-		deleteOptions: defs.define(reflect.TypeFor[metav1.DeleteOptions]()),
-		status:        defs.define(reflect.TypeFor[metav1.Status]()),
-		patch:         defs.define(reflect.TypeFor[metav1.Patch]()),
-		watchEvent:    defs.define(reflect.TypeFor[metav1.WatchEvent]()),
-		resourceList:  defs.define(reflect.TypeFor[metav1.APIResourceList]()),
+		deleteOptions: modelName[metav1.DeleteOptions](),
+		status:        modelName[metav1.Status](),
+		patch:         modelName[metav1.Patch](),
+		watchEvent:    modelName[metav1.WatchEvent](),
+		resourceList:  modelName[metav1.APIResourceList](),
 	}
 
 	o := &rendered{v3: map[string]document{}}
-	docs := map[string]*spec3.OpenAPI{}
+	builders := map[string]*pathsBuilder{}
 	for _, g := range reg.Groups() {
 		for _, ver := range g.Versions {
 			gv := schema.GroupVersion{Group: g.Group, Version: ver}
 			id, tag := versionNames(gv)
-			b := newPathsBuilder(defs, scheme, id, tag)
+			b := newPathsBuilder(d, id, tag)
 			for _, res := range reg.GroupVersionResources(g.Group, ver) {
-				if err := b.resource(res, meta); err != nil {
-					return nil, err
-				}
+				b.resource(res, meta)
 			}
 			for _, name := range []string{meta.deleteOptions, meta.status, meta.patch, meta.watchEvent} {
-				b.roots[name] = true
+				b.use(name)
 			}
 			key := "apis/" + g.Group + "/" + ver
 			if g.Group == "" {
 				key = "api/" + ver
 			}
 			b.apiResources("/"+key, meta)
-			docs[key] = b.document(documentTitle, v.GitVersion)
+			builders[key] = b
 		}
 		if g.Group != "" {
 			id, tag := groupNames(g.Group)
-			b := newPathsBuilder(defs, scheme, id, tag)
-			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", reflect.TypeFor[metav1.APIGroup]())
-			docs["apis/"+g.Group] = b.document(documentTitle, v.GitVersion)
+			b := newPathsBuilder(d, id, tag)
+			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", modelName[metav1.APIGroup]())
+			builders["apis/"+g.Group] = b
 		}
 	}
-	core := newPathsBuilder(defs, scheme, "Core", "core")
-	core.simple("/api/", "getCoreAPIVersions", "get available API versions", reflect.TypeFor[metav1.APIVersions]())
-	docs["api"] = core.document(documentTitle, v.GitVersion)
-	apis := newPathsBuilder(defs, scheme, "", "apis")
-	apis.simple("/apis/", "getAPIVersions", "get available API versions", reflect.TypeFor[metav1.APIGroupList]())
-	docs["apis"] = apis.document(documentTitle, v.GitVersion)
-	ver := newPathsBuilder(defs, scheme, "", "version")
-	ver.simple("/version/", "getCodeVersion", "get the version information for this server", reflect.TypeFor[version.Info]())
-	docs["version"] = ver.document(documentTitle, v.GitVersion)
+	core := newPathsBuilder(d, "Core", "core")
+	core.simple("/api/", "getCoreAPIVersions", "get available API versions", modelName[metav1.APIVersions]())
+	builders["api"] = core
+	apis := newPathsBuilder(d, "", "apis")
+	apis.simple("/apis/", "getAPIVersions", "get available API versions", modelName[metav1.APIGroupList]())
+	builders["apis"] = apis
+	ver := newPathsBuilder(d, "", "version")
+	ver.simple("/version/", "getCodeVersion", "get the version information for this server", modelName[version.Info]())
+	builders["version"] = ver
 
 	index := indexDocument{Paths: map[string]indexEntry{}}
-	for key, doc := range docs {
+	v2Names := map[string]bool{}
+	v2Custom := map[string]*spec.Schema{}
+	for key, b := range builders {
+		doc, err := b.document(documentTitle, v.GitVersion)
+		if err != nil {
+			return nil, fmt.Errorf("cannot render OpenAPI v3 document %s: %w", key, err)
+		}
 		body, err := json.Marshal(doc)
 		if err != nil {
 			return nil, fmt.Errorf("cannot encode OpenAPI v3 document %s: %w", key, err)
@@ -267,6 +273,12 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 		d := newDocument(body, pb)
 		o.v3[key] = d
 		index.Paths[key] = indexEntry{ServerRelativeURL: hashedURL(key, d.hash)}
+		for name := range b.roots {
+			v2Names[name] = true
+		}
+		for name, s := range b.custom {
+			v2Custom[name] = s
+		}
 	}
 	body, err := json.Marshal(index)
 	if err != nil {
@@ -274,10 +286,16 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	}
 	o.root = newDocument(body, nil)
 
-	if o.v2, err = v2Document(defs, gvks, lists, v); err != nil {
+	if o.v2, err = v2Document(d, v2Names, v2Custom, v); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// modelName is the definition name of T ("io.k8s.apimachinery.pkg.apis.meta.v1.Status").
+func modelName[T util.OpenAPIModelNamer]() string {
+	var t T
+	return t.OpenAPIModelName()
 }
 
 // indexDocument is the /openapi/v3 index (kube-openapi's
@@ -304,34 +322,35 @@ func v3Protobuf(body []byte) ([]byte, error) {
 }
 
 // v2Document renders the OpenAPI v2 document: every definition the v3
-// documents use, in the v2 dialect, and no paths. kubectl reads it for
-// client-side validation (only where it cannot rely on the server's
-// fieldValidation: kind List documents, create-only kinds) and for
-// "kubectl explain --output plaintext-openapiv2"; a 404 here would make
-// "kubectl apply -f" of a List fail.
-func v2Document(defs3 *definitions, gvks map[reflect.Type][]schema.GroupVersionKind, lists *listTypes, v version.Info) (document, error) {
-	defs := newDefinitions(v2, gvks, lists)
-	types := make([]reflect.Type, 0, len(defs3.names))
-	for t := range defs3.names {
-		types = append(types, t)
+// documents use (names, the custom schemas among them apart), in the v2
+// dialect, and no paths. kubectl reads it for client-side validation (only
+// where it cannot rely on the server's fieldValidation: kind List
+// documents, create-only kinds) and for "kubectl explain --output
+// plaintext-openapiv2"; a 404 here would make "kubectl apply -f" of a List
+// fail.
+func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, v version.Info) (document, error) {
+	roots := make([]string, 0, len(names))
+	for name := range names {
+		roots = append(roots, name)
 	}
-	sort.Slice(types, func(i, j int) bool { return defs3.names[types[i]] < defs3.names[types[j]] })
-	for _, t := range types {
-		defs.define(t)
+	sort.Strings(roots)
+	definitions, err := d.V2(roots...)
+	if err != nil {
+		return document{}, err
+	}
+	for name, s := range custom {
+		definitions[name] = *s
 	}
 	swagger := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
 		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: documentTitle, Version: v.GitVersion}},
 		Paths:       &spec.Paths{Paths: map[string]spec.PathItem{}},
-		Definitions: spec.Definitions{},
+		Definitions: definitions,
 		SecurityDefinitions: spec.SecurityDefinitions{"BearerToken": &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
 			Type: "apiKey", Description: "Bearer Token authentication", Name: "authorization", In: "header",
 		}}},
 		Security: []map[string][]string{{"BearerToken": {}}},
 	}}
-	for name, s := range defs.schemas {
-		swagger.Definitions[name] = *s
-	}
 	body, err := json.Marshal(swagger)
 	if err != nil {
 		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
@@ -345,48 +364,6 @@ func v2Document(defs3 *definitions, gvks map[reflect.Type][]schema.GroupVersionK
 		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
 	}
 	return newDocument(body, pb), nil
-}
-
-// kindsByType maps each Go type to the group/version/kinds it is served
-// as: every kind the scheme registers in a served group/version (so
-// DeleteOptions and WatchEvent carry one kind per group/version, as in
-// kube-apiserver) and the kinds of subresources from other groups
-// (autoscaling/v1 Scale, policy/v1 Eviction, ...).
-func kindsByType(reg *registry.Snapshot) (map[reflect.Type][]schema.GroupVersionKind, error) {
-	served := map[schema.GroupVersion]bool{}
-	extra := map[schema.GroupVersionKind]bool{}
-	for _, res := range reg.Resources() {
-		served[res.GVR().GroupVersion()] = true
-		for _, sub := range res.Subresources {
-			if gvk, _, ok := subresourceOperations(sub, res.GVK()); ok {
-				extra[gvk] = true
-			}
-		}
-	}
-	out := map[reflect.Type][]schema.GroupVersionKind{}
-	for gvk, t := range reg.Scheme().AllKnownTypes() {
-		if served[gvk.GroupVersion()] || extra[gvk] {
-			out[t] = append(out[t], gvk)
-		}
-	}
-	for gvk := range extra {
-		if !reg.Scheme().Recognizes(gvk) {
-			return nil, fmt.Errorf("cannot describe subresource kind %v: unknown to the scheme", gvk)
-		}
-	}
-	for _, list := range out {
-		sort.Slice(list, func(i, j int) bool {
-			a, b := list[i], list[j]
-			if a.Group != b.Group {
-				return a.Group < b.Group
-			}
-			if a.Version != b.Version {
-				return a.Version < b.Version
-			}
-			return a.Kind < b.Kind
-		})
-	}
-	return out, nil
 }
 
 // Serve returns the document at path ("/openapi/v2", "/openapi/v3" or

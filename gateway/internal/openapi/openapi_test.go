@@ -468,21 +468,3 @@ func testV2(t *testing.T, dc *discovery.DiscoveryClient) {
 		}
 	}
 }
-
-func BenchmarkServe(b *testing.B) {
-	reg, err := registry.NewBuiltin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	o, err := New(reg, version.Info{GitVersion: "v1.37.2"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hash := o.current().v3["apis/apps/v1"].hash
-	b.ReportAllocs()
-	for b.Loop() {
-		if resp, ok := o.Serve("/openapi/v3/apis/apps/v1", hash, "application/json"); !ok || resp.Status != 200 {
-			b.Fatal("not served")
-		}
-	}
-}

@@ -1,15 +1,14 @@
 package openapi
 
 import (
-	"fmt"
-	"reflect"
+	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/kgate/kgate/gateway/internal/openapi/defs"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -48,20 +47,20 @@ type operation struct {
 // pathsBuilder collects the paths of one OpenAPI v3 document and the
 // definitions they refer to.
 type pathsBuilder struct {
-	defs   *definitions
-	scheme *runtime.Scheme
+	defs   *defs.Definitions
 	paths  map[string]*spec3.Path
-	roots  map[string]bool
-	idPart string // "AppsV1", "CoreV1", "RbacAuthorizationV1"
-	tag    string // "apps_v1", "core_v1", "rbacAuthorization_v1"
+	roots  map[string]bool         // definitions the paths refer to
+	custom map[string]*spec.Schema // kinds without a definition, by name (see customSchema)
+	idPart string                  // "AppsV1", "CoreV1", "RbacAuthorizationV1"
+	tag    string                  // "apps_v1", "core_v1", "rbacAuthorization_v1"
 }
 
-func newPathsBuilder(defs *definitions, scheme *runtime.Scheme, idPart, tag string) *pathsBuilder {
+func newPathsBuilder(d *defs.Definitions, idPart, tag string) *pathsBuilder {
 	return &pathsBuilder{
-		defs:   defs,
-		scheme: scheme,
+		defs:   d,
 		paths:  map[string]*spec3.Path{},
 		roots:  map[string]bool{},
+		custom: map[string]*spec.Schema{},
 		idPart: idPart,
 		tag:    tag,
 	}
@@ -93,19 +92,50 @@ func versionNames(gv schema.GroupVersion) (id, tag string) {
 	return id + strings.ToUpper(gv.Version[:1]) + gv.Version[1:], tag + "_" + gv.Version
 }
 
-// define returns the definition name of the Go type registered for gvk.
-func (b *pathsBuilder) define(gvk schema.GroupVersionKind) (string, error) {
-	obj, err := b.scheme.New(gvk)
-	if err != nil {
-		return "", fmt.Errorf("cannot describe %v: %w", gvk, err)
+// define returns the definition name of gvk: upstream's definition of
+// the type the scheme registers for it, or else (a custom resource) an
+// object schema of its own (customSchema).
+func (b *pathsBuilder) define(gvk schema.GroupVersionKind) string {
+	if name, ok := b.defs.Name(gvk); ok {
+		b.roots[name] = true
+		return name
 	}
-	return b.defineType(reflect.TypeOf(obj)), nil
+	name := customName(gvk)
+	b.custom[name] = customSchema(gvk)
+	return name
 }
 
-func (b *pathsBuilder) defineType(t reflect.Type) string {
-	name := b.defs.define(t)
+// use marks the definition name as referred to by the document.
+func (b *pathsBuilder) use(name string) string {
 	b.roots[name] = true
 	return name
+}
+
+// customName is the definition name kube-apiserver gives a custom
+// resource's kind: the group reversed, version and kind
+// ("com.example.stable.v1.CronTab").
+func customName(gvk schema.GroupVersionKind) string {
+	parts := strings.Split(gvk.Group, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".") + "." + gvk.Version + "." + gvk.Kind
+}
+
+// customSchema describes a kind that upstream's definitions lack (a
+// custom resource, until its own schema is published): an object of any
+// fields, which clients neither validate nor prune, tagged with its kind
+// so that kubectl finds it.
+func customSchema(gvk schema.GroupVersionKind) *spec.Schema {
+	s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}}}
+	s.AddExtension("x-kubernetes-preserve-unknown-fields", true)
+	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	return s
+}
+
+// schemaRef is a reference to the definition name.
+func schemaRef(name string) spec.Schema {
+	return spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef("#/components/schemas/" + name)}}
 }
 
 // add renders o on path, whose shared parameters are params.
@@ -179,7 +209,7 @@ func statusText(code int) string {
 func (b *pathsBuilder) content(name string, types []string) map[string]*spec3.MediaType {
 	out := make(map[string]*spec3.MediaType, len(types))
 	for _, t := range types {
-		ref := b.defs.ref(name)
+		ref := schemaRef(name)
 		out[t] = &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{Schema: &ref}}
 	}
 	return out
@@ -193,11 +223,8 @@ type metaNames struct {
 
 // resource adds the paths of res and its subresources, the ones
 // kube-apiserver installs for its verbs.
-func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
-	kind, err := b.define(res.GVK())
-	if err != nil {
-		return err
-	}
+func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) {
+	kind := b.define(res.GVK())
 	verbs := map[string]bool{}
 	for _, v := range res.SupportedVerbs() {
 		verbs[v] = true
@@ -218,10 +245,7 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 	itemParams := pathParams(k, true, res.Namespaced)
 
 	if verbs["list"] {
-		list, err := b.define(gvk.GroupVersion().WithKind(res.ListKind()))
-		if err != nil {
-			return err
-		}
+		list := b.define(gvk.GroupVersion().WithKind(res.ListKind()))
 		b.add(collection, collParams, operation{method: "get", id: "list" + b.idPart + ns + k, desc: "list or watch objects of kind " + k,
 			action: "list", gvk: gvk, query: listQuery(), responses: []int{200}, result: list})
 		if res.Namespaced {
@@ -273,10 +297,7 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 		if !ok {
 			continue // connect-style subresources (log, exec, proxy, ...) need no schema
 		}
-		subKind, err := b.define(subGVK)
-		if err != nil {
-			return err
-		}
+		subKind := b.define(subGVK)
 		path := item + "/" + sub
 		params := pathParams(subGVK.Kind, true, res.Namespaced)
 		idKind := ns + k + strings.ToUpper(sub[:1]) + sub[1:]
@@ -295,7 +316,6 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 			b.add(path, params, o)
 		}
 	}
-	return nil
 }
 
 // subresourceOperations returns the kind a subresource reads and writes
@@ -346,9 +366,9 @@ func (b *pathsBuilder) apiResources(prefix string, m metaNames) {
 }
 
 // simple adds a GET operation without parameters returning the
-// definition of t at path: the group, root and version documents.
-func (b *pathsBuilder) simple(path, id, desc string, t reflect.Type) {
-	name := b.defineType(t)
+// definition name at path: the group, root and version documents.
+func (b *pathsBuilder) simple(path, id, desc, name string) {
+	b.use(name)
 	op := &spec3.Operation{OperationProps: spec3.OperationProps{
 		Tags:        []string{b.tag},
 		Description: desc,
@@ -363,14 +383,18 @@ func (b *pathsBuilder) simple(path, id, desc string, t reflect.Type) {
 
 // document returns the OpenAPI v3 document of the collected paths, with
 // every definition they reach.
-func (b *pathsBuilder) document(title, version string) *spec3.OpenAPI {
-	var roots []string
+func (b *pathsBuilder) document(title, version string) (*spec3.OpenAPI, error) {
+	roots := make([]string, 0, len(b.roots))
 	for name := range b.roots {
 		roots = append(roots, name)
 	}
-	schemas := map[string]*spec.Schema{}
-	for _, name := range b.defs.closure(roots) {
-		schemas[name] = b.defs.schemas[name]
+	sort.Strings(roots)
+	schemas, err := b.defs.V3(roots...)
+	if err != nil {
+		return nil, err
+	}
+	for name, s := range b.custom {
+		schemas[name] = s
 	}
 	return &spec3.OpenAPI{
 		Version: "3.0.0",
@@ -383,5 +407,5 @@ func (b *pathsBuilder) document(title, version string) *spec3.OpenAPI {
 			}}},
 		},
 		SecurityRequirement: []map[string][]string{{"BearerToken": {}}},
-	}
+	}, nil
 }
