@@ -224,6 +224,7 @@ func render(reg *registry.Snapshot, d *defs.Definitions, v version.Info) (*rende
 			gv := schema.GroupVersion{Group: g.Group, Version: ver}
 			id, tag := versionNames(gv)
 			b := newPathsBuilder(d, id, tag)
+			b.gv = &gv
 			for _, res := range reg.GroupVersionResources(g.Group, ver) {
 				b.resource(res, meta)
 			}
@@ -240,18 +241,18 @@ func render(reg *registry.Snapshot, d *defs.Definitions, v version.Info) (*rende
 		if g.Group != "" {
 			id, tag := groupNames(g.Group)
 			b := newPathsBuilder(d, id, tag)
-			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", modelName[metav1.APIGroup]())
+			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", modelName[metav1.APIGroup](), mediaJSON, mediaYAML, mediaProtobuf)
 			builders["apis/"+g.Group] = b
 		}
 	}
 	core := newPathsBuilder(d, "Core", "core")
-	core.simple("/api/", "getCoreAPIVersions", "get available API versions", modelName[metav1.APIVersions]())
+	core.simple("/api/", "getCoreAPIVersions", "get available API versions", modelName[metav1.APIVersions](), mediaJSON, mediaYAML, mediaProtobuf)
 	builders["api"] = core
 	apis := newPathsBuilder(d, "", "apis")
-	apis.simple("/apis/", "getAPIVersions", "get available API versions", modelName[metav1.APIGroupList]())
+	apis.simple("/apis/", "getAPIVersions", "get available API versions", modelName[metav1.APIGroupList](), mediaJSON, mediaYAML, mediaProtobuf)
 	builders["apis"] = apis
 	ver := newPathsBuilder(d, "", "version")
-	ver.simple("/version/", "getCodeVersion", "get the version information for this server", modelName[version.Info]())
+	ver.simple("/version/", "getCodeVersion", "get the version information for this server", modelName[version.Info](), mediaJSON)
 	builders["version"] = ver
 
 	index := indexDocument{Paths: map[string]indexEntry{}}

@@ -1,9 +1,11 @@
 package openapi
 
 import (
+	"maps"
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -30,18 +32,17 @@ func patchMediaTypes() []string {
 
 // operation is one HTTP operation before rendering.
 type operation struct {
-	method     string // get, put, post, patch, delete
-	id         string
-	desc       string
-	action     string // x-kubernetes-action
-	gvk        schema.GroupVersionKind
-	query      []string
-	body       string // definition name of the request body
-	patch      bool   // the body is a patch: Patch schema, patch media types
-	responses  []int  // status codes answered with result
-	result     string // definition name of the response body
-	watch      bool   // the response is a stream of WatchEvent
-	deprecated bool
+	method    string // get, put, post, patch, delete
+	id        string
+	desc      string
+	action    string // x-kubernetes-action
+	gvk       schema.GroupVersionKind
+	query     []string
+	body      string // definition name of the request body
+	patch     bool   // the body is a patch: Patch schema, patch media types
+	responses []int  // status codes answered with result
+	result    string // definition name of the response body
+	watch     bool   // the response is a stream of WatchEvent
 }
 
 // pathsBuilder collects the paths of one OpenAPI v3 document and the
@@ -51,6 +52,7 @@ type pathsBuilder struct {
 	paths  map[string]*spec3.Path
 	roots  map[string]bool         // definitions the paths refer to
 	custom map[string]*spec.Schema // kinds without a definition, by name (see customSchema)
+	gv     *schema.GroupVersion    // of a group/version document, else nil
 	idPart string                  // "AppsV1", "CoreV1", "RbacAuthorizationV1"
 	tag    string                  // "apps_v1", "core_v1", "rbacAuthorization_v1"
 }
@@ -129,9 +131,45 @@ func customName(gvk schema.GroupVersionKind) string {
 func customSchema(gvk schema.GroupVersionKind) *spec.Schema {
 	s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}}}
 	s.AddExtension("x-kubernetes-preserve-unknown-fields", true)
-	s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	s.AddExtension(gvkExtension, []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
 	return s
 }
+
+// scopeMetaKinds narrows the kinds of DeleteOptions and WatchEvent, which
+// every group/version registers, to those of gv and of core v1 in a
+// group/version document, as kube-apiserver does since 1.36 (its
+// routes.OpenAPI filterScopedGVKs); the v2 document keeps them all.
+func scopeMetaKinds(schemas map[string]*spec.Schema, gv schema.GroupVersion) {
+	for _, name := range []string{modelName[metav1.DeleteOptions](), modelName[metav1.WatchEvent]()} {
+		s := schemas[name]
+		if s == nil {
+			continue
+		}
+		gvks, ok := s.Extensions[gvkExtension].([]any)
+		if !ok {
+			continue
+		}
+		var scoped []any
+		for _, v := range gvks {
+			m, _ := v.(map[string]any)
+			g, _ := m["group"].(string)
+			ver, _ := m["version"].(string)
+			if (g == gv.Group && ver == gv.Version) || (g == "" && ver == "v1") {
+				scoped = append(scoped, v)
+			}
+		}
+		c := *s // the definitions' extensions are shared: copy before changing
+		c.Extensions = maps.Clone(s.Extensions)
+		if len(scoped) > 0 {
+			c.Extensions[gvkExtension] = scoped
+		} else {
+			delete(c.Extensions, gvkExtension)
+		}
+		schemas[name] = &c
+	}
+}
+
+const gvkExtension = "x-kubernetes-group-version-kind"
 
 // schemaRef is a reference to the definition name.
 func schemaRef(name string) spec.Schema {
@@ -149,17 +187,20 @@ func (b *pathsBuilder) add(path string, params []*spec3.Parameter, o operation) 
 		Tags:        []string{b.tag},
 		Description: o.desc,
 		OperationId: o.id,
-		Deprecated:  o.deprecated,
 	}}
 	if len(o.query) > 0 {
 		op.Parameters = queryParams(o.query...)
+		if o.patch {
+			op.Parameters = patchParams(o.query...)
+		}
 	}
 	if o.body != "" {
 		types := []string{"*/*"}
 		if o.patch {
 			types = patchMediaTypes()
 		}
-		op.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: b.content(o.body, types), Required: true}}
+		// DeleteOptions may be left out; every other body is required.
+		op.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: b.content(o.body, types), Required: o.method != "delete"}}
 	}
 	types := []string{mediaJSON, mediaYAML, mediaProtobuf}
 	switch {
@@ -279,16 +320,16 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) {
 	}
 	if verbs["watch"] {
 		watchColl := prefix + "/watch" + nsPath + "/" + res.Resource
-		b.add(watchColl+"/{name}", append(pathParams(k, true, res.Namespaced), queryParams(listQuery()...)...), operation{method: "get",
+		b.add(watchColl+"/{name}", sortParams(append(pathParams(k, true, res.Namespaced), queryParams(listQuery()...)...)), operation{method: "get",
 			id: "watch" + b.idPart + ns + k, desc: "watch changes to an object of kind " + k + ". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.",
-			action: "watch", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
-		b.add(watchColl, append(pathParams(k, false, res.Namespaced), queryParams(listQuery()...)...), operation{method: "get",
+			action: "watch", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
+		b.add(watchColl, sortParams(append(pathParams(k, false, res.Namespaced), queryParams(listQuery()...)...)), operation{method: "get",
 			id: "watch" + b.idPart + ns + k + "List", desc: "watch individual changes to a list of " + k + ". deprecated: use the 'watch' parameter with a list operation instead.",
-			action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
+			action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
 		if res.Namespaced {
-			b.add(prefix+"/watch/"+res.Resource, append(pathParams(k, false, false), queryParams(listQuery()...)...), operation{method: "get",
+			b.add(prefix+"/watch/"+res.Resource, sortParams(append(pathParams(k, false, false), queryParams(listQuery()...)...)), operation{method: "get",
 				id: "watch" + b.idPart + k + "ListForAllNamespaces", desc: "watch individual changes to a list of " + k + ". deprecated: use the 'watch' parameter with a list operation instead.",
-				action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
+				action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
 		}
 	}
 
@@ -341,8 +382,52 @@ func subresourceOperations(sub string, parent schema.GroupVersionKind) (schema.G
 	return schema.GroupVersionKind{}, nil, false
 }
 
-// article returns "a Pod" or "an Ingress".
+// hoistCommonParams moves the query parameters every operation of p
+// takes to p's own parameters, as kube-openapi's builder does.
+func hoistCommonParams(p *spec3.Path) {
+	var ops []*spec3.Operation
+	for _, op := range []*spec3.Operation{p.Get, p.Put, p.Post, p.Patch, p.Delete} {
+		if op != nil {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	common := map[string]int{}
+	for _, op := range ops {
+		for _, q := range op.Parameters {
+			common[q.Name]++
+		}
+	}
+	moved := false
+	for _, q := range ops[0].Parameters {
+		if common[q.Name] == len(ops) {
+			p.Parameters = append(p.Parameters, q)
+			moved = true
+		}
+	}
+	if !moved {
+		return
+	}
+	for _, op := range ops {
+		kept := op.Parameters[:0:0]
+		for _, q := range op.Parameters {
+			if common[q.Name] != len(ops) {
+				kept = append(kept, q)
+			}
+		}
+		op.Parameters = kept
+	}
+	p.Parameters = sortParams(p.Parameters)
+}
+
+// article returns "a Pod", "an Ingress" or "Endpoints": kube-apiserver
+// takes a kind ending in a single "s" for a plural, without article.
 func article(kind string) string {
+	if strings.HasSuffix(kind, "s") && !strings.HasSuffix(kind, "ss") {
+		return kind
+	}
 	if strings.ContainsRune("AEIOU", rune(kind[0])) {
 		return "an " + kind
 	}
@@ -366,15 +451,16 @@ func (b *pathsBuilder) apiResources(prefix string, m metaNames) {
 }
 
 // simple adds a GET operation without parameters returning the
-// definition name at path: the group, root and version documents.
-func (b *pathsBuilder) simple(path, id, desc, name string) {
+// definition name at path in the media types: the group, root and
+// version documents.
+func (b *pathsBuilder) simple(path, id, desc, name string, types ...string) {
 	b.use(name)
 	op := &spec3.Operation{OperationProps: spec3.OperationProps{
 		Tags:        []string{b.tag},
 		Description: desc,
 		OperationId: id,
 		Responses: &spec3.Responses{ResponsesProps: spec3.ResponsesProps{StatusCodeResponses: map[int]*spec3.Response{
-			200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: b.content(name, []string{mediaJSON, mediaYAML, mediaProtobuf})}},
+			200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: b.content(name, types)}},
 			401: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
 		}}},
 	}}
@@ -395,6 +481,12 @@ func (b *pathsBuilder) document(title, version string) (*spec3.OpenAPI, error) {
 	}
 	for name, s := range b.custom {
 		schemas[name] = s
+	}
+	if b.gv != nil {
+		scopeMetaKinds(schemas, *b.gv)
+	}
+	for _, p := range b.paths {
+		hoistCommonParams(p)
 	}
 	return &spec3.OpenAPI{
 		Version: "3.0.0",
