@@ -16,6 +16,7 @@ package defs
 
 import (
 	"fmt"
+	"sort"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,19 +107,26 @@ func (d *Definitions) V2(names ...string) (spec.Definitions, error) {
 	return swagger.Definitions, nil
 }
 
-// Schemas returns every definition, in the OpenAPI v3 form, by name: what
+// Schemas returns, in the OpenAPI v3 form and by name, the definitions of
+// the scheme's kinds and every definition they refer to: what
 // kube-apiserver hands its field manager's type converter
-// (managedfields.NewTypeConverter).
+// (managedfields.NewTypeConverter) for the resources it serves.
 func (d *Definitions) Schemas() (map[string]*spec.Schema, error) {
-	names := make([]string, 0, len(d.v3))
-	for name := range d.v3 {
-		names = append(names, name)
+	seen := map[string]bool{}
+	var names []string
+	for gvk := range d.scheme.AllKnownTypes() {
+		if name, ok := d.Name(gvk); ok && !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
 	}
+	sort.Strings(names)
 	return d.V3(names...)
 }
 
-// Schemas returns every definition of the API types, in the OpenAPI v3
-// form, by name, the kinds of scheme tagged with their group/version/kinds.
+// Schemas returns the OpenAPI v3 definitions of the kinds of scheme and
+// of every definition they refer to, by name, the kinds tagged with their
+// group/version/kinds.
 func Schemas(scheme *runtime.Scheme) (map[string]*spec.Schema, error) {
 	return New(scheme).Schemas()
 }
