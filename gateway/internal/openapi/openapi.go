@@ -34,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	openapiv3 "github.com/google/gnostic-models/openapiv3"
@@ -68,22 +69,39 @@ type Response struct {
 	Body        []byte
 	// ETag is the quoted entity tag of the document; like kube-apiserver
 	// the router sends it and answers 304 Not Modified when NotModified
-	// says the client holds it. Responses that depend on Accept also get
-	// "Vary: Accept".
+	// says the client holds it.
 	ETag string
+	// Vary is set on group/version documents, whose body depends on the
+	// Accept header: the router sends "Vary: Accept".
+	Vary bool
 	// Location is the target of a 301 redirect: a group/version document
 	// requested with a stale hash moved to its current hash.
 	Location string
 	// Immutable is set when a group/version document was requested with
 	// its current hash: the router sends "Cache-Control: public, immutable"
-	// and an Expires header one year ahead, as kube-apiserver does.
+	// and an Expires header one year ahead (ExpiresIn), as kube-apiserver
+	// does.
 	Immutable bool
 }
 
+// ExpiresIn is how far ahead an Immutable response expires.
+const ExpiresIn = 365 * 24 * time.Hour
+
 // NotModified reports whether a request whose If-None-Match header is
-// ifNoneMatch already holds the document r carries.
+// ifNoneMatch already holds the document r carries: the header lists its
+// entity tag (compared weakly) or is "*", as net/http's ServeContent,
+// which kube-apiserver answers with, decides.
 func (r Response) NotModified(ifNoneMatch string) bool {
-	return r.ETag != "" && r.Status == http.StatusOK && ifNoneMatch == r.ETag
+	if r.ETag == "" || r.Status != http.StatusOK || ifNoneMatch == "" {
+		return false
+	}
+	for tag := range strings.SplitSeq(ifNoneMatch, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || tag == r.ETag {
+			return true
+		}
+	}
+	return false
 }
 
 // document is one OpenAPI document, ready to send.
@@ -394,11 +412,12 @@ func (d *Documents) Serve(path, hash, accept string) (resp Response, ok bool) {
 		return Response{}, false
 	}
 	resp = negotiate(doc, accept, contentV3Protobuf, contentV3ProtobufOld)
+	resp.Vary = true
 	if resp.Status != http.StatusOK || hash == "" {
 		return resp, true
 	}
 	if hash != doc.hash {
-		return Response{Status: http.StatusMovedPermanently, Location: hashedURL(key, doc.hash)}, true
+		return Response{Status: http.StatusMovedPermanently, Location: hashedURL(key, doc.hash), Vary: true}, true
 	}
 	resp.Immutable = true
 	return resp, true

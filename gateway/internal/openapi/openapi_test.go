@@ -86,6 +86,9 @@ func handler(o *Documents) http.Handler {
 			http.Redirect(w, r, resp.Location, resp.Status)
 			return
 		}
+		if resp.Vary {
+			w.Header().Set("Vary", "Accept")
+		}
 		if resp.ETag != "" {
 			w.Header().Set("ETag", resp.ETag)
 			if resp.NotModified(r.Header.Get("If-None-Match")) {
@@ -218,8 +221,32 @@ func testServe(t *testing.T, o *Documents) {
 	if err := proto.Unmarshal(resp.Body, &pb); err != nil || pb.GetOpenapi() != "3.0.0" {
 		t.Errorf("protobuf document: %v", err)
 	}
-	if !resp.NotModified(resp.ETag) {
-		t.Error("NotModified(own etag) = false")
+	for _, tc := range []struct {
+		ifNoneMatch string
+		want        bool
+	}{
+		{resp.ETag, true},
+		{"", false},
+		{`"other"`, false},
+		{`"other", ` + resp.ETag, true},
+		{"W/" + resp.ETag, true},
+		{"*", true},
+		{strings.Trim(resp.ETag, `"`), false},
+	} {
+		if got := resp.NotModified(tc.ifNoneMatch); got != tc.want {
+			t.Errorf("NotModified(%.20q) = %v, want %v", tc.ifNoneMatch, got, tc.want)
+		}
+	}
+	if (Response{Status: 406, ETag: resp.ETag}).NotModified(resp.ETag) {
+		t.Error("NotModified of a 406 = true")
+	}
+	// Group/version documents vary with Accept (JSON or protobuf), the
+	// index does not.
+	if gv, _ := o.Serve("/openapi/v3/apis/apps/v1", doc.hash, ""); !gv.Vary || gv.ETag != doc.etag {
+		t.Errorf("group/version document: Vary %v, ETag %.20q", gv.Vary, gv.ETag)
+	}
+	if index, _ := o.Serve("/openapi/v3", "", ""); index.Vary || index.ETag == "" {
+		t.Errorf("index: Vary %v, ETag %.20q", index.Vary, index.ETag)
 	}
 }
 
