@@ -26,6 +26,7 @@ package openapi
 import (
 	"crypto/sha512"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -106,14 +107,39 @@ func (r Response) NotModified(ifNoneMatch string) bool {
 
 // document is one OpenAPI document, ready to send.
 type document struct {
-	json, protobuf []byte
-	hash           string // upper-case hex SHA-512 of json, as kube-apiserver
-	etag           string // hash, quoted
+	json []byte
+	pb   *protobufForm // nil for the index, which is JSON only
+	hash string        // upper-case hex SHA-512 of json, as kube-apiserver
+	etag string        // hash, quoted
 }
 
-func newDocument(body, pb []byte) document {
+// protobufForm is a document's protobuf encoding, made on its first
+// request, as kube-openapi's handlers do: parsing a document back from its
+// JSON takes most of the rendering time, and most clients (client-go's
+// OpenAPI v3 client, kubectl explain) read JSON.
+type protobufForm struct {
+	once   sync.Once
+	encode func([]byte) ([]byte, error)
+	body   []byte
+	err    error
+}
+
+func newDocument(body []byte, encode func([]byte) ([]byte, error)) document {
 	h := fmt.Sprintf("%X", sha512.Sum512(body))
-	return document{json: body, protobuf: pb, hash: h, etag: strconv.Quote(h)}
+	d := document{json: body, hash: h, etag: strconv.Quote(h)}
+	if encode != nil {
+		d.pb = &protobufForm{encode: encode}
+	}
+	return d
+}
+
+// protobuf returns the document's protobuf encoding.
+func (d document) protobuf() ([]byte, error) {
+	if d.pb == nil {
+		return nil, errors.New("no protobuf form")
+	}
+	d.pb.once.Do(func() { d.pb.body, d.pb.err = d.pb.encode(d.json) })
+	return d.pb.body, d.pb.err
 }
 
 // Documents serves the OpenAPI documents of a registry that may change.
@@ -285,11 +311,7 @@ func render(reg *registry.Snapshot, d *defs.Definitions, v version.Info) (*rende
 		if err != nil {
 			return nil, fmt.Errorf("cannot encode OpenAPI v3 document %s: %w", key, err)
 		}
-		pb, err := v3Protobuf(body)
-		if err != nil {
-			return nil, fmt.Errorf("cannot encode OpenAPI v3 document %s: %w", key, err)
-		}
-		d := newDocument(body, pb)
+		d := newDocument(body, v3Protobuf)
 		o.v3[key] = d
 		index.Paths[key] = indexEntry{ServerRelativeURL: hashedURL(key, d.hash)}
 		for name := range b.roots {
@@ -335,7 +357,15 @@ func hashedURL(key, hash string) string {
 func v3Protobuf(body []byte) ([]byte, error) {
 	doc, err := openapiv3.ParseDocument(body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot encode OpenAPI v3 document: %w", err)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(doc)
+}
+
+func v2Protobuf(body []byte) ([]byte, error) {
+	doc, err := openapiv2.ParseDocument(body)
+	if err != nil {
+		return nil, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(doc)
 }
@@ -374,15 +404,7 @@ func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*s
 	if err != nil {
 		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
 	}
-	doc, err := openapiv2.ParseDocument(body)
-	if err != nil {
-		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
-	}
-	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(doc)
-	if err != nil {
-		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
-	}
-	return newDocument(body, pb), nil
+	return newDocument(body, v2Protobuf), nil
 }
 
 // Serve returns the document at path ("/openapi/v2", "/openapi/v3" or
@@ -441,7 +463,10 @@ func negotiate(doc document, accept, protobufType, protobufOld string) Response 
 			if (clause.Type == typ || clause.Type == "*") && (clause.SubType == sub || clause.SubType == "*") {
 				body := doc.json
 				if c.contentType != contentJSON {
-					body = doc.protobuf
+					var err error
+					if body, err = doc.protobuf(); err != nil {
+						return Response{Status: http.StatusInternalServerError}
+					}
 				}
 				return Response{Status: http.StatusOK, ContentType: c.contentType, Body: body, ETag: doc.etag}
 			}

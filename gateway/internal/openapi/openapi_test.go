@@ -140,6 +140,11 @@ func testIndex(t *testing.T, root openapi3.Root) {
 // types and that each $ref resolves inside the document.
 func testReferences(t *testing.T, o *Documents) {
 	for key, doc := range o.current().v3 {
+		// The protobuf form is made on the first request: check that
+		// every document has one.
+		if pb, err := doc.protobuf(); err != nil || len(pb) == 0 {
+			t.Errorf("%s: protobuf form: %v", key, err)
+		}
 		var parsed spec3.OpenAPI
 		if err := json.Unmarshal(doc.json, &parsed); err != nil {
 			t.Errorf("%s: %v", key, err)
@@ -155,6 +160,9 @@ func testReferences(t *testing.T, o *Documents) {
 				t.Errorf("%s: dangling reference %s", key, ref)
 			}
 		}
+	}
+	if pb, err := o.current().v2.protobuf(); err != nil || len(pb) == 0 {
+		t.Errorf("v2: protobuf form: %v", err)
 	}
 	var v2 map[string]any
 	if err := json.Unmarshal(o.current().v2.json, &v2); err != nil {
