@@ -145,9 +145,8 @@ func (d document) protobuf() ([]byte, error) {
 // Documents serves the OpenAPI documents of a registry that may change.
 // It is safe for concurrent use.
 type Documents struct {
-	reg  *registry.Registry
-	v    version.Info
-	defs *defs.Definitions // of reg's scheme; used by New, then by the render goroutine only
+	reg *registry.Registry
+	v   version.Info
 
 	cur atomic.Pointer[rendered]
 
@@ -173,24 +172,14 @@ type rendered struct {
 // changes; Close stops following.
 func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 	s := reg.Snapshot()
-	o := &Documents{reg: reg, v: v}
-	r, err := render(s, o.definitions(s), v)
+	r, err := render(s, v)
 	if err != nil {
 		return nil, err
 	}
 	r.gen = s.Generation()
+	o := &Documents{reg: reg, v: v}
 	o.cur.Store(r)
 	return o, nil
-}
-
-// definitions returns the definitions of the snapshot's scheme, built
-// once per scheme. Only New and the render goroutine call it, never at
-// the same time.
-func (o *Documents) definitions(s *registry.Snapshot) *defs.Definitions {
-	if o.defs == nil || o.defs.Scheme() != s.Scheme() {
-		o.defs = defs.New(s.Scheme())
-	}
-	return o.defs
 }
 
 // current returns the latest rendered documents. When the registry has
@@ -225,7 +214,7 @@ func (o *Documents) follow() {
 			return
 		}
 		o.mu.Unlock()
-		r, err := render(s, o.definitions(s), o.v)
+		r, err := render(s, o.v)
 		if err != nil {
 			r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
 		}
@@ -250,9 +239,11 @@ func (o *Documents) Rendered() uint64 { return o.current().gen }
 // change, or nil.
 func (o *Documents) Err() error { return o.current().err }
 
-// render renders the documents of the snapshot reg with the definitions
-// d of its scheme.
-func render(reg *registry.Snapshot, d *defs.Definitions, v version.Info) (*rendered, error) {
+// render renders the documents of the snapshot reg. The definitions are
+// built again each time (60ms) rather than kept (6.6MB) between the rare
+// registry changes.
+func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
+	d := defs.New(reg.Scheme())
 	meta := metaNames{
 		deleteOptions: modelName[metav1.DeleteOptions](),
 		status:        modelName[metav1.Status](),

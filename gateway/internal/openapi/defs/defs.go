@@ -130,6 +130,3 @@ func (d *Definitions) Schemas() (map[string]*spec.Schema, error) {
 func Schemas(scheme *runtime.Scheme) (map[string]*spec.Schema, error) {
 	return New(scheme).Schemas()
 }
-
-// Scheme returns the scheme whose kinds the definitions carry.
-func (d *Definitions) Scheme() *runtime.Scheme { return d.scheme }
