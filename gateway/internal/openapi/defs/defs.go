@@ -16,7 +16,9 @@ package defs
 
 import (
 	"fmt"
+	"maps"
 	"sort"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,13 +32,17 @@ import (
 )
 
 // Definitions are the OpenAPI definitions of the types of one scheme. It
-// is safe for concurrent use; the schemas it returns are shared and must
-// not be modified.
+// is safe for concurrent use; the schemas it returns share their parts
+// with it and with each other and must not be modified.
 type Definitions struct {
 	scheme *runtime.Scheme
 	namer  *apiopenapi.DefinitionNamer
 	get    common.GetOpenAPIDefinitions
-	v3     map[string]common.OpenAPIDefinition // references to #/components/schemas/
+
+	// mu serializes the v3 builder, which writes the kinds into (and drops
+	// the v2 form from) the extension maps of v3's definitions.
+	mu sync.Mutex
+	v3 map[string]common.OpenAPIDefinition // references to #/components/schemas/
 }
 
 // New returns the definitions of every generated API type, the kinds of
@@ -83,10 +89,19 @@ func (d *Definitions) Name(gvk schema.GroupVersionKind) (name string, ok bool) {
 // refer to, by name, as the components of kube-apiserver's
 // /openapi/v3/<group>/<version> documents.
 func (d *Definitions) V3(names ...string) (map[string]*spec.Schema, error) {
+	d.mu.Lock()
 	schemas, err := builder3.BuildOpenAPIDefinitionsForResources(&common.OpenAPIV3Config{
 		Definitions:       d.v3,
 		GetDefinitionName: d.namer.GetDefinitionName,
 	}, names...)
+	if err == nil {
+		// The extension maps are the definitions' own, which the next
+		// build writes again: hand out copies.
+		for _, s := range schemas {
+			s.Extensions = maps.Clone(s.Extensions)
+		}
+	}
+	d.mu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("cannot build OpenAPI v3 definitions: %w", err)
 	}

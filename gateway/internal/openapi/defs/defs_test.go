@@ -1,7 +1,9 @@
 package defs
 
 import (
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,5 +79,33 @@ func TestDefinitions(t *testing.T) {
 	}
 	if _, err := d.V3("io.k8s.api.core.v1.NoSuchKind"); err == nil || !strings.Contains(err.Error(), "NoSuchKind") {
 		t.Errorf("V3 of an unknown name: %v", err)
+	}
+}
+
+// TestConcurrent: builds on one Definitions may run at once (go test -race).
+func TestConcurrent(t *testing.T) {
+	scheme, err := registry.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := New(scheme)
+	names := []string{"io.k8s.api.core.v1.Pod", "io.k8s.api.apps.v1.Deployment"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Go(func() {
+			schemas, err := d.V3(names[i%2])
+			if err == nil && schemas["io.k8s.apimachinery.pkg.api.resource.Quantity"] == nil {
+				err = errors.New("no Quantity")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }
