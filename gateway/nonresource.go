@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/clusterstatus"
+	"github.com/kgate/kgate/gateway/internal/openapi"
 	"github.com/kgate/kgate/gateway/internal/rest"
 )
 
@@ -69,6 +71,9 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 		if resp.Location != "" {
 			rc.Response.Header.Set("Location", resp.Location)
 		}
+		if resp.Vary {
+			rc.Response.Header.Set("Vary", "Accept")
+		}
 		if resp.ETag != "" {
 			rc.Response.Header.Set("Etag", resp.ETag)
 			if resp.NotModified(string(rc.Request.Header.Peek("If-None-Match"))) {
@@ -78,6 +83,7 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 		}
 		if resp.Immutable {
 			rc.Response.Header.Set("Cache-Control", "public, immutable")
+			rc.Response.Header.Set("Expires", time.Now().Add(openapi.ExpiresIn).UTC().Format(http.TimeFormat))
 		}
 		rc.SetStatusCode(resp.Status)
 		rc.SetContentType(resp.ContentType)

@@ -40,7 +40,12 @@ var depRules = []depRule{
 		// which imports k8s.io/kube-openapi/pkg/common, whose OpenAPI
 		// builder interfaces mention go-restful. Nothing in kgate calls it:
 		// the dependency is linked, not used, and goes when client-go drops it.
-		allowedImporters: []string{"k8s.io/kube-openapi/pkg/common"},
+		// gateway/internal/openapi/defs builds its definitions as
+		// kube-apiserver does, with kube-openapi's builders and
+		// apiserver's DefinitionNamer; their route-building entry
+		// points take go-restful types, which defs never calls.
+		allowedImporters: []string{"k8s.io/kube-openapi/pkg/common", "k8s.io/kube-openapi/pkg/builder",
+			"k8s.io/kube-openapi/pkg/builder3", "k8s.io/kube-openapi/pkg/common/restfuladapter", "k8s.io/apiserver/pkg/endpoints/openapi"},
 		// Issue 11 mandates k8s.io/kubernetes's strategies and
 		// validation (gateway/internal/builtin). Through them go-restful
 		// is linked, never served: pkg/apis/admissionregistration/validation

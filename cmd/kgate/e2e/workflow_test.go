@@ -132,6 +132,7 @@ func TestKubectl(t *testing.T) {
 		{"create errors", testCreateErrors},
 		{"discovery", testDiscovery},
 		{"cli", testCLI},
+		{"explain", testExplain},
 		{"auth", testAuth},
 		{"restart", testRestart},
 		{"delete", testDelete},

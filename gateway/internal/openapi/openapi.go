@@ -4,18 +4,18 @@
 // operations and the schemas of every type they use) and /openapi/v2 (the
 // schemas only, JSON or protobuf).
 //
-// The Kubernetes OpenAPI definitions live in k8s.io/kubernetes and cannot
-// be imported, so the schemas are built by reflection over the k8s.io/api
-// Go types the gateway decodes into: field names and types from the Go
-// structure and JSON tags, descriptions from the generated SwaggerDoc
-// methods, patch strategies and merge keys from the patchStrategy and
-// patchMergeKey tags, list and map types from the server-side apply schema
-// client-go ships. That is what kubectl apply needs to compute a strategic
-// merge patch and kubectl explain needs to describe fields. Unlike
-// kube-apiserver's, the schemas publish no "required" lists, enum values or
-// defaults: those come from +optional/+enum/+default comment markers that
-// do not survive compilation, and a wrong "required" would make kubectl's
-// client-side validation reject valid objects.
+// The schemas are kube-apiserver's own (package defs: the definitions
+// generated into k8s.io/kubernetes, with descriptions, required fields,
+// defaults, enums, list and map types and patch strategies, tagged with
+// x-kubernetes-group-version-kind), so kubectl explain, kubectl apply's
+// strategic merge patch and client-side validation see what they see
+// against kube-apiserver. The paths and operations are kgate's own,
+// generated from the registry the way kube-apiserver's go-restful routes
+// describe themselves (operation ids, parameters, responses, media types,
+// x-kubernetes-action). A served kind without a generated definition (a
+// custom resource) is described as an object with
+// x-kubernetes-preserve-unknown-fields: clients then neither validate nor
+// prune its fields.
 //
 // Every document is rendered into ready-to-send bytes: in New, and again in
 // the background after the registry changed (a custom resource or an
@@ -26,15 +26,16 @@ package openapi
 import (
 	"crypto/sha512"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	openapiv2 "github.com/google/gnostic-models/openapiv2"
 	openapiv3 "github.com/google/gnostic-models/openapiv3"
@@ -43,9 +44,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/kgate/kgate/gateway/internal/openapi/defs"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -68,34 +70,76 @@ type Response struct {
 	Body        []byte
 	// ETag is the quoted entity tag of the document; like kube-apiserver
 	// the router sends it and answers 304 Not Modified when NotModified
-	// says the client holds it. Responses that depend on Accept also get
-	// "Vary: Accept".
+	// says the client holds it.
 	ETag string
+	// Vary is set on group/version documents, whose body depends on the
+	// Accept header: the router sends "Vary: Accept".
+	Vary bool
 	// Location is the target of a 301 redirect: a group/version document
 	// requested with a stale hash moved to its current hash.
 	Location string
 	// Immutable is set when a group/version document was requested with
 	// its current hash: the router sends "Cache-Control: public, immutable"
-	// and an Expires header one year ahead, as kube-apiserver does.
+	// and an Expires header one year ahead (ExpiresIn), as kube-apiserver
+	// does.
 	Immutable bool
 }
 
+// ExpiresIn is how far ahead an Immutable response expires.
+const ExpiresIn = 365 * 24 * time.Hour
+
 // NotModified reports whether a request whose If-None-Match header is
-// ifNoneMatch already holds the document r carries.
+// ifNoneMatch already holds the document r carries: the header lists its
+// entity tag (compared weakly) or is "*", as net/http's ServeContent,
+// which kube-apiserver answers with, decides.
 func (r Response) NotModified(ifNoneMatch string) bool {
-	return r.ETag != "" && r.Status == http.StatusOK && ifNoneMatch == r.ETag
+	if r.ETag == "" || r.Status != http.StatusOK || ifNoneMatch == "" {
+		return false
+	}
+	for tag := range strings.SplitSeq(ifNoneMatch, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || tag == r.ETag {
+			return true
+		}
+	}
+	return false
 }
 
 // document is one OpenAPI document, ready to send.
 type document struct {
-	json, protobuf []byte
-	hash           string // upper-case hex SHA-512 of json, as kube-apiserver
-	etag           string // hash, quoted
+	json []byte
+	pb   *protobufForm // nil for the index, which is JSON only
+	hash string        // upper-case hex SHA-512 of json, as kube-apiserver
+	etag string        // hash, quoted
 }
 
-func newDocument(body, pb []byte) document {
+// protobufForm is a document's protobuf encoding, made on its first
+// request, as kube-openapi's handlers do: parsing a document back from its
+// JSON takes most of the rendering time, and most clients (client-go's
+// OpenAPI v3 client, kubectl explain) read JSON.
+type protobufForm struct {
+	once   sync.Once
+	encode func([]byte) ([]byte, error)
+	body   []byte
+	err    error
+}
+
+func newDocument(body []byte, encode func([]byte) ([]byte, error)) document {
 	h := fmt.Sprintf("%X", sha512.Sum512(body))
-	return document{json: body, protobuf: pb, hash: h, etag: strconv.Quote(h)}
+	d := document{json: body, hash: h, etag: strconv.Quote(h)}
+	if encode != nil {
+		d.pb = &protobufForm{encode: encode}
+	}
+	return d
+}
+
+// protobuf returns the document's protobuf encoding.
+func (d document) protobuf() ([]byte, error) {
+	if d.pb == nil {
+		return nil, errors.New("no protobuf form")
+	}
+	d.pb.once.Do(func() { d.pb.body, d.pb.err = d.pb.encode(d.json) })
+	return d.pb.body, d.pb.err
 }
 
 // Documents serves the OpenAPI documents of a registry that may change.
@@ -195,78 +239,78 @@ func (o *Documents) Rendered() uint64 { return o.current().gen }
 // change, or nil.
 func (o *Documents) Err() error { return o.current().err }
 
-// render renders the documents of the snapshot reg.
+// render renders the documents of the snapshot reg. The definitions are
+// built again each time (60ms) rather than kept (6.6MB) between the rare
+// registry changes.
 func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
-	scheme := reg.Scheme()
-	lists, err := newListTypes(scheme)
-	if err != nil {
-		return nil, err
-	}
-	gvks, err := kindsByType(reg)
-	if err != nil {
-		return nil, err
-	}
-	defs := newDefinitions(v3, gvks, lists)
+	d := defs.New(reg.Scheme())
 	meta := metaNames{
-		deleteOptions: defs.define(reflect.TypeFor[metav1.DeleteOptions]()),
-		status:        defs.define(reflect.TypeFor[metav1.Status]()),
-		patch:         defs.define(reflect.TypeFor[metav1.Patch]()),
-		watchEvent:    defs.define(reflect.TypeFor[metav1.WatchEvent]()),
-		resourceList:  defs.define(reflect.TypeFor[metav1.APIResourceList]()),
+		deleteOptions: modelName[metav1.DeleteOptions](),
+		status:        modelName[metav1.Status](),
+		patch:         modelName[metav1.Patch](),
+		watchEvent:    modelName[metav1.WatchEvent](),
+		resourceList:  modelName[metav1.APIResourceList](),
 	}
 
 	o := &rendered{v3: map[string]document{}}
-	docs := map[string]*spec3.OpenAPI{}
+	builders := map[string]*pathsBuilder{}
 	for _, g := range reg.Groups() {
 		for _, ver := range g.Versions {
 			gv := schema.GroupVersion{Group: g.Group, Version: ver}
 			id, tag := versionNames(gv)
-			b := newPathsBuilder(defs, scheme, id, tag)
+			b := newPathsBuilder(d, id, tag)
+			b.gv = &gv
 			for _, res := range reg.GroupVersionResources(g.Group, ver) {
-				if err := b.resource(res, meta); err != nil {
-					return nil, err
-				}
+				b.resource(res, meta)
 			}
 			for _, name := range []string{meta.deleteOptions, meta.status, meta.patch, meta.watchEvent} {
-				b.roots[name] = true
+				b.use(name)
 			}
 			key := "apis/" + g.Group + "/" + ver
 			if g.Group == "" {
 				key = "api/" + ver
 			}
 			b.apiResources("/"+key, meta)
-			docs[key] = b.document(documentTitle, v.GitVersion)
+			builders[key] = b
 		}
 		if g.Group != "" {
 			id, tag := groupNames(g.Group)
-			b := newPathsBuilder(defs, scheme, id, tag)
-			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", reflect.TypeFor[metav1.APIGroup]())
-			docs["apis/"+g.Group] = b.document(documentTitle, v.GitVersion)
+			b := newPathsBuilder(d, id, tag)
+			b.simple("/apis/"+g.Group+"/", "get"+id+"APIGroup", "get information of a group", modelName[metav1.APIGroup](), mediaJSON, mediaYAML, mediaProtobuf)
+			builders["apis/"+g.Group] = b
 		}
 	}
-	core := newPathsBuilder(defs, scheme, "Core", "core")
-	core.simple("/api/", "getCoreAPIVersions", "get available API versions", reflect.TypeFor[metav1.APIVersions]())
-	docs["api"] = core.document(documentTitle, v.GitVersion)
-	apis := newPathsBuilder(defs, scheme, "", "apis")
-	apis.simple("/apis/", "getAPIVersions", "get available API versions", reflect.TypeFor[metav1.APIGroupList]())
-	docs["apis"] = apis.document(documentTitle, v.GitVersion)
-	ver := newPathsBuilder(defs, scheme, "", "version")
-	ver.simple("/version/", "getCodeVersion", "get the version information for this server", reflect.TypeFor[version.Info]())
-	docs["version"] = ver.document(documentTitle, v.GitVersion)
+	core := newPathsBuilder(d, "Core", "core")
+	core.simple("/api/", "getCoreAPIVersions", "get available API versions", modelName[metav1.APIVersions](), mediaJSON, mediaYAML, mediaProtobuf)
+	builders["api"] = core
+	apis := newPathsBuilder(d, "", "apis")
+	apis.simple("/apis/", "getAPIVersions", "get available API versions", modelName[metav1.APIGroupList](), mediaJSON, mediaYAML, mediaProtobuf)
+	builders["apis"] = apis
+	ver := newPathsBuilder(d, "", "version")
+	ver.simple("/version/", "getCodeVersion", "get the version information for this server", modelName[version.Info](), mediaJSON)
+	builders["version"] = ver
 
 	index := indexDocument{Paths: map[string]indexEntry{}}
-	for key, doc := range docs {
+	v2Names := map[string]bool{}
+	v2Custom := map[string]*spec.Schema{}
+	for key, b := range builders {
+		doc, err := b.document(documentTitle, v.GitVersion)
+		if err != nil {
+			return nil, fmt.Errorf("cannot render OpenAPI v3 document %s: %w", key, err)
+		}
 		body, err := json.Marshal(doc)
 		if err != nil {
 			return nil, fmt.Errorf("cannot encode OpenAPI v3 document %s: %w", key, err)
 		}
-		pb, err := v3Protobuf(body)
-		if err != nil {
-			return nil, fmt.Errorf("cannot encode OpenAPI v3 document %s: %w", key, err)
-		}
-		d := newDocument(body, pb)
+		d := newDocument(body, v3Protobuf)
 		o.v3[key] = d
 		index.Paths[key] = indexEntry{ServerRelativeURL: hashedURL(key, d.hash)}
+		for name := range b.roots {
+			v2Names[name] = true
+		}
+		for name, s := range b.custom {
+			v2Custom[name] = s
+		}
 	}
 	body, err := json.Marshal(index)
 	if err != nil {
@@ -274,10 +318,16 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	}
 	o.root = newDocument(body, nil)
 
-	if o.v2, err = v2Document(defs, gvks, lists, v); err != nil {
+	if o.v2, err = v2Document(d, v2Names, v2Custom, v); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// modelName is the definition name of T ("io.k8s.apimachinery.pkg.apis.meta.v1.Status").
+func modelName[T util.OpenAPIModelNamer]() string {
+	var t T
+	return t.OpenAPIModelName()
 }
 
 // indexDocument is the /openapi/v3 index (kube-openapi's
@@ -298,95 +348,54 @@ func hashedURL(key, hash string) string {
 func v3Protobuf(body []byte) ([]byte, error) {
 	doc, err := openapiv3.ParseDocument(body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cannot encode OpenAPI v3 document: %w", err)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(doc)
+}
+
+func v2Protobuf(body []byte) ([]byte, error) {
+	doc, err := openapiv2.ParseDocument(body)
+	if err != nil {
+		return nil, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
 	}
 	return proto.MarshalOptions{Deterministic: true}.Marshal(doc)
 }
 
 // v2Document renders the OpenAPI v2 document: every definition the v3
-// documents use, in the v2 dialect, and no paths. kubectl reads it for
-// client-side validation (only where it cannot rely on the server's
-// fieldValidation: kind List documents, create-only kinds) and for
-// "kubectl explain --output plaintext-openapiv2"; a 404 here would make
-// "kubectl apply -f" of a List fail.
-func v2Document(defs3 *definitions, gvks map[reflect.Type][]schema.GroupVersionKind, lists *listTypes, v version.Info) (document, error) {
-	defs := newDefinitions(v2, gvks, lists)
-	types := make([]reflect.Type, 0, len(defs3.names))
-	for t := range defs3.names {
-		types = append(types, t)
+// documents use (names, the custom schemas among them apart), in the v2
+// dialect, and no paths. kubectl reads it for client-side validation (only
+// where it cannot rely on the server's fieldValidation: kind List
+// documents, create-only kinds) and for "kubectl explain --output
+// plaintext-openapiv2"; a 404 here would make "kubectl apply -f" of a List
+// fail.
+func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, v version.Info) (document, error) {
+	roots := make([]string, 0, len(names))
+	for name := range names {
+		roots = append(roots, name)
 	}
-	sort.Slice(types, func(i, j int) bool { return defs3.names[types[i]] < defs3.names[types[j]] })
-	for _, t := range types {
-		defs.define(t)
+	sort.Strings(roots)
+	definitions, err := d.V2(roots...)
+	if err != nil {
+		return document{}, err
+	}
+	for name, s := range custom {
+		definitions[name] = *s
 	}
 	swagger := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
 		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: documentTitle, Version: v.GitVersion}},
 		Paths:       &spec.Paths{Paths: map[string]spec.PathItem{}},
-		Definitions: spec.Definitions{},
+		Definitions: definitions,
 		SecurityDefinitions: spec.SecurityDefinitions{"BearerToken": &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
 			Type: "apiKey", Description: "Bearer Token authentication", Name: "authorization", In: "header",
 		}}},
 		Security: []map[string][]string{{"BearerToken": {}}},
 	}}
-	for name, s := range defs.schemas {
-		swagger.Definitions[name] = *s
-	}
 	body, err := json.Marshal(swagger)
 	if err != nil {
 		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
 	}
-	doc, err := openapiv2.ParseDocument(body)
-	if err != nil {
-		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
-	}
-	pb, err := proto.MarshalOptions{Deterministic: true}.Marshal(doc)
-	if err != nil {
-		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
-	}
-	return newDocument(body, pb), nil
-}
-
-// kindsByType maps each Go type to the group/version/kinds it is served
-// as: every kind the scheme registers in a served group/version (so
-// DeleteOptions and WatchEvent carry one kind per group/version, as in
-// kube-apiserver) and the kinds of subresources from other groups
-// (autoscaling/v1 Scale, policy/v1 Eviction, ...).
-func kindsByType(reg *registry.Snapshot) (map[reflect.Type][]schema.GroupVersionKind, error) {
-	served := map[schema.GroupVersion]bool{}
-	extra := map[schema.GroupVersionKind]bool{}
-	for _, res := range reg.Resources() {
-		served[res.GVR().GroupVersion()] = true
-		for _, sub := range res.Subresources {
-			if gvk, _, ok := subresourceOperations(sub, res.GVK()); ok {
-				extra[gvk] = true
-			}
-		}
-	}
-	out := map[reflect.Type][]schema.GroupVersionKind{}
-	for gvk, t := range reg.Scheme().AllKnownTypes() {
-		if served[gvk.GroupVersion()] || extra[gvk] {
-			out[t] = append(out[t], gvk)
-		}
-	}
-	for gvk := range extra {
-		if !reg.Scheme().Recognizes(gvk) {
-			return nil, fmt.Errorf("cannot describe subresource kind %v: unknown to the scheme", gvk)
-		}
-	}
-	for _, list := range out {
-		sort.Slice(list, func(i, j int) bool {
-			a, b := list[i], list[j]
-			if a.Group != b.Group {
-				return a.Group < b.Group
-			}
-			if a.Version != b.Version {
-				return a.Version < b.Version
-			}
-			return a.Kind < b.Kind
-		})
-	}
-	return out, nil
+	return newDocument(body, v2Protobuf), nil
 }
 
 // Serve returns the document at path ("/openapi/v2", "/openapi/v3" or
@@ -416,11 +425,12 @@ func (d *Documents) Serve(path, hash, accept string) (resp Response, ok bool) {
 		return Response{}, false
 	}
 	resp = negotiate(doc, accept, contentV3Protobuf, contentV3ProtobufOld)
+	resp.Vary = true
 	if resp.Status != http.StatusOK || hash == "" {
 		return resp, true
 	}
 	if hash != doc.hash {
-		return Response{Status: http.StatusMovedPermanently, Location: hashedURL(key, doc.hash)}, true
+		return Response{Status: http.StatusMovedPermanently, Location: hashedURL(key, doc.hash), Vary: true}, true
 	}
 	resp.Immutable = true
 	return resp, true
@@ -444,7 +454,10 @@ func negotiate(doc document, accept, protobufType, protobufOld string) Response 
 			if (clause.Type == typ || clause.Type == "*") && (clause.SubType == sub || clause.SubType == "*") {
 				body := doc.json
 				if c.contentType != contentJSON {
-					body = doc.protobuf
+					var err error
+					if body, err = doc.protobuf(); err != nil {
+						return Response{Status: http.StatusInternalServerError}
+					}
 				}
 				return Response{Status: http.StatusOK, ContentType: c.contentType, Body: body, ETag: doc.etag}
 			}

@@ -86,6 +86,9 @@ func handler(o *Documents) http.Handler {
 			http.Redirect(w, r, resp.Location, resp.Status)
 			return
 		}
+		if resp.Vary {
+			w.Header().Set("Vary", "Accept")
+		}
 		if resp.ETag != "" {
 			w.Header().Set("ETag", resp.ETag)
 			if resp.NotModified(r.Header.Get("If-None-Match")) {
@@ -137,6 +140,11 @@ func testIndex(t *testing.T, root openapi3.Root) {
 // types and that each $ref resolves inside the document.
 func testReferences(t *testing.T, o *Documents) {
 	for key, doc := range o.current().v3 {
+		// The protobuf form is made on the first request: check that
+		// every document has one.
+		if pb, err := doc.protobuf(); err != nil || len(pb) == 0 {
+			t.Errorf("%s: protobuf form: %v", key, err)
+		}
 		var parsed spec3.OpenAPI
 		if err := json.Unmarshal(doc.json, &parsed); err != nil {
 			t.Errorf("%s: %v", key, err)
@@ -152,6 +160,9 @@ func testReferences(t *testing.T, o *Documents) {
 				t.Errorf("%s: dangling reference %s", key, ref)
 			}
 		}
+	}
+	if pb, err := o.current().v2.protobuf(); err != nil || len(pb) == 0 {
+		t.Errorf("v2: protobuf form: %v", err)
 	}
 	var v2 map[string]any
 	if err := json.Unmarshal(o.current().v2.json, &v2); err != nil {
@@ -218,8 +229,32 @@ func testServe(t *testing.T, o *Documents) {
 	if err := proto.Unmarshal(resp.Body, &pb); err != nil || pb.GetOpenapi() != "3.0.0" {
 		t.Errorf("protobuf document: %v", err)
 	}
-	if !resp.NotModified(resp.ETag) {
-		t.Error("NotModified(own etag) = false")
+	for _, tc := range []struct {
+		ifNoneMatch string
+		want        bool
+	}{
+		{resp.ETag, true},
+		{"", false},
+		{`"other"`, false},
+		{`"other", ` + resp.ETag, true},
+		{"W/" + resp.ETag, true},
+		{"*", true},
+		{strings.Trim(resp.ETag, `"`), false},
+	} {
+		if got := resp.NotModified(tc.ifNoneMatch); got != tc.want {
+			t.Errorf("NotModified(%.20q) = %v, want %v", tc.ifNoneMatch, got, tc.want)
+		}
+	}
+	if (Response{Status: 406, ETag: resp.ETag}).NotModified(resp.ETag) {
+		t.Error("NotModified of a 406 = true")
+	}
+	// Group/version documents vary with Accept (JSON or protobuf), the
+	// index does not.
+	if gv, _ := o.Serve("/openapi/v3/apis/apps/v1", doc.hash, ""); !gv.Vary || gv.ETag != doc.etag {
+		t.Errorf("group/version document: Vary %v, ETag %.20q", gv.Vary, gv.ETag)
+	}
+	if index, _ := o.Serve("/openapi/v3", "", ""); index.Vary || index.ETag == "" {
+		t.Errorf("index: Vary %v, ETag %.20q", index.Vary, index.ETag)
 	}
 }
 
@@ -465,24 +500,6 @@ func testV2(t *testing.T, dc *discovery.DiscoveryClient) {
 	} {
 		if resources.LookupResource(gvk) == nil {
 			t.Errorf("v2 lacks %v", gvk)
-		}
-	}
-}
-
-func BenchmarkServe(b *testing.B) {
-	reg, err := registry.NewBuiltin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	o, err := New(reg, version.Info{GitVersion: "v1.37.2"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hash := o.current().v3["apis/apps/v1"].hash
-	b.ReportAllocs()
-	for b.Loop() {
-		if resp, ok := o.Serve("/openapi/v3/apis/apps/v1", hash, "application/json"); !ok || resp.Status != 200 {
-			b.Fatal("not served")
 		}
 	}
 }

@@ -1,15 +1,16 @@
 package openapi
 
 import (
-	"fmt"
-	"reflect"
+	"maps"
+	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/kgate/kgate/gateway/internal/openapi/defs"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -31,37 +32,37 @@ func patchMediaTypes() []string {
 
 // operation is one HTTP operation before rendering.
 type operation struct {
-	method     string // get, put, post, patch, delete
-	id         string
-	desc       string
-	action     string // x-kubernetes-action
-	gvk        schema.GroupVersionKind
-	query      []string
-	body       string // definition name of the request body
-	patch      bool   // the body is a patch: Patch schema, patch media types
-	responses  []int  // status codes answered with result
-	result     string // definition name of the response body
-	watch      bool   // the response is a stream of WatchEvent
-	deprecated bool
+	method    string // get, put, post, patch, delete
+	id        string
+	desc      string
+	action    string // x-kubernetes-action
+	gvk       schema.GroupVersionKind
+	query     []string
+	body      string // definition name of the request body
+	patch     bool   // the body is a patch: Patch schema, patch media types
+	responses []int  // status codes answered with result
+	result    string // definition name of the response body
+	watch     bool   // the response is a stream of WatchEvent
 }
 
 // pathsBuilder collects the paths of one OpenAPI v3 document and the
 // definitions they refer to.
 type pathsBuilder struct {
-	defs   *definitions
-	scheme *runtime.Scheme
+	defs   *defs.Definitions
 	paths  map[string]*spec3.Path
-	roots  map[string]bool
-	idPart string // "AppsV1", "CoreV1", "RbacAuthorizationV1"
-	tag    string // "apps_v1", "core_v1", "rbacAuthorization_v1"
+	roots  map[string]bool         // definitions the paths refer to
+	custom map[string]*spec.Schema // kinds without a definition, by name (see customSchema)
+	gv     *schema.GroupVersion    // of a group/version document, else nil
+	idPart string                  // "AppsV1", "CoreV1", "RbacAuthorizationV1"
+	tag    string                  // "apps_v1", "core_v1", "rbacAuthorization_v1"
 }
 
-func newPathsBuilder(defs *definitions, scheme *runtime.Scheme, idPart, tag string) *pathsBuilder {
+func newPathsBuilder(d *defs.Definitions, idPart, tag string) *pathsBuilder {
 	return &pathsBuilder{
-		defs:   defs,
-		scheme: scheme,
+		defs:   d,
 		paths:  map[string]*spec3.Path{},
 		roots:  map[string]bool{},
+		custom: map[string]*spec.Schema{},
 		idPart: idPart,
 		tag:    tag,
 	}
@@ -93,19 +94,86 @@ func versionNames(gv schema.GroupVersion) (id, tag string) {
 	return id + strings.ToUpper(gv.Version[:1]) + gv.Version[1:], tag + "_" + gv.Version
 }
 
-// define returns the definition name of the Go type registered for gvk.
-func (b *pathsBuilder) define(gvk schema.GroupVersionKind) (string, error) {
-	obj, err := b.scheme.New(gvk)
-	if err != nil {
-		return "", fmt.Errorf("cannot describe %v: %w", gvk, err)
+// define returns the definition name of gvk: upstream's definition of
+// the type the scheme registers for it, or else (a custom resource) an
+// object schema of its own (customSchema).
+func (b *pathsBuilder) define(gvk schema.GroupVersionKind) string {
+	if name, ok := b.defs.Name(gvk); ok {
+		b.roots[name] = true
+		return name
 	}
-	return b.defineType(reflect.TypeOf(obj)), nil
+	name := customName(gvk)
+	b.custom[name] = customSchema(gvk)
+	return name
 }
 
-func (b *pathsBuilder) defineType(t reflect.Type) string {
-	name := b.defs.define(t)
+// use marks the definition name as referred to by the document.
+func (b *pathsBuilder) use(name string) string {
 	b.roots[name] = true
 	return name
+}
+
+// customName is the definition name kube-apiserver gives a custom
+// resource's kind: the group reversed, version and kind
+// ("com.example.stable.v1.CronTab").
+func customName(gvk schema.GroupVersionKind) string {
+	parts := strings.Split(gvk.Group, ".")
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, ".") + "." + gvk.Version + "." + gvk.Kind
+}
+
+// customSchema describes a kind that upstream's definitions lack (a
+// custom resource, until its own schema is published): an object of any
+// fields, which clients neither validate nor prune, tagged with its kind
+// so that kubectl finds it.
+func customSchema(gvk schema.GroupVersionKind) *spec.Schema {
+	s := &spec.Schema{SchemaProps: spec.SchemaProps{Type: spec.StringOrArray{"object"}}}
+	s.AddExtension("x-kubernetes-preserve-unknown-fields", true)
+	s.AddExtension(gvkExtension, []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
+	return s
+}
+
+// scopeMetaKinds narrows the kinds of DeleteOptions and WatchEvent, which
+// every group/version registers, to those of gv and of core v1 in a
+// group/version document, as kube-apiserver does since 1.36 (its
+// routes.OpenAPI filterScopedGVKs); the v2 document keeps them all.
+func scopeMetaKinds(schemas map[string]*spec.Schema, gv schema.GroupVersion) {
+	for _, name := range []string{modelName[metav1.DeleteOptions](), modelName[metav1.WatchEvent]()} {
+		s := schemas[name]
+		if s == nil {
+			continue
+		}
+		gvks, ok := s.Extensions[gvkExtension].([]any)
+		if !ok {
+			continue
+		}
+		var scoped []any
+		for _, v := range gvks {
+			m, _ := v.(map[string]any)
+			g, _ := m["group"].(string)
+			ver, _ := m["version"].(string)
+			if (g == gv.Group && ver == gv.Version) || (g == "" && ver == "v1") {
+				scoped = append(scoped, v)
+			}
+		}
+		c := *s // the definitions' extensions are shared: copy before changing
+		c.Extensions = maps.Clone(s.Extensions)
+		if len(scoped) > 0 {
+			c.Extensions[gvkExtension] = scoped
+		} else {
+			delete(c.Extensions, gvkExtension)
+		}
+		schemas[name] = &c
+	}
+}
+
+const gvkExtension = "x-kubernetes-group-version-kind"
+
+// schemaRef is a reference to the definition name.
+func schemaRef(name string) spec.Schema {
+	return spec.Schema{SchemaProps: spec.SchemaProps{Ref: spec.MustCreateRef("#/components/schemas/" + name)}}
 }
 
 // add renders o on path, whose shared parameters are params.
@@ -119,17 +187,20 @@ func (b *pathsBuilder) add(path string, params []*spec3.Parameter, o operation) 
 		Tags:        []string{b.tag},
 		Description: o.desc,
 		OperationId: o.id,
-		Deprecated:  o.deprecated,
 	}}
 	if len(o.query) > 0 {
 		op.Parameters = queryParams(o.query...)
+		if o.patch {
+			op.Parameters = patchParams(o.query...)
+		}
 	}
 	if o.body != "" {
 		types := []string{"*/*"}
 		if o.patch {
 			types = patchMediaTypes()
 		}
-		op.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: b.content(o.body, types), Required: true}}
+		// DeleteOptions may be left out; every other body is required.
+		op.RequestBody = &spec3.RequestBody{RequestBodyProps: spec3.RequestBodyProps{Content: b.content(o.body, types), Required: o.method != "delete"}}
 	}
 	types := []string{mediaJSON, mediaYAML, mediaProtobuf}
 	switch {
@@ -179,7 +250,7 @@ func statusText(code int) string {
 func (b *pathsBuilder) content(name string, types []string) map[string]*spec3.MediaType {
 	out := make(map[string]*spec3.MediaType, len(types))
 	for _, t := range types {
-		ref := b.defs.ref(name)
+		ref := schemaRef(name)
 		out[t] = &spec3.MediaType{MediaTypeProps: spec3.MediaTypeProps{Schema: &ref}}
 	}
 	return out
@@ -193,11 +264,8 @@ type metaNames struct {
 
 // resource adds the paths of res and its subresources, the ones
 // kube-apiserver installs for its verbs.
-func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
-	kind, err := b.define(res.GVK())
-	if err != nil {
-		return err
-	}
+func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) {
+	kind := b.define(res.GVK())
 	verbs := map[string]bool{}
 	for _, v := range res.SupportedVerbs() {
 		verbs[v] = true
@@ -218,10 +286,7 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 	itemParams := pathParams(k, true, res.Namespaced)
 
 	if verbs["list"] {
-		list, err := b.define(gvk.GroupVersion().WithKind(res.ListKind()))
-		if err != nil {
-			return err
-		}
+		list := b.define(gvk.GroupVersion().WithKind(res.ListKind()))
 		b.add(collection, collParams, operation{method: "get", id: "list" + b.idPart + ns + k, desc: "list or watch objects of kind " + k,
 			action: "list", gvk: gvk, query: listQuery(), responses: []int{200}, result: list})
 		if res.Namespaced {
@@ -255,16 +320,16 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 	}
 	if verbs["watch"] {
 		watchColl := prefix + "/watch" + nsPath + "/" + res.Resource
-		b.add(watchColl+"/{name}", append(pathParams(k, true, res.Namespaced), queryParams(listQuery()...)...), operation{method: "get",
+		b.add(watchColl+"/{name}", sortParams(append(pathParams(k, true, res.Namespaced), queryParams(listQuery()...)...)), operation{method: "get",
 			id: "watch" + b.idPart + ns + k, desc: "watch changes to an object of kind " + k + ". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.",
-			action: "watch", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
-		b.add(watchColl, append(pathParams(k, false, res.Namespaced), queryParams(listQuery()...)...), operation{method: "get",
+			action: "watch", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
+		b.add(watchColl, sortParams(append(pathParams(k, false, res.Namespaced), queryParams(listQuery()...)...)), operation{method: "get",
 			id: "watch" + b.idPart + ns + k + "List", desc: "watch individual changes to a list of " + k + ". deprecated: use the 'watch' parameter with a list operation instead.",
-			action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
+			action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
 		if res.Namespaced {
-			b.add(prefix+"/watch/"+res.Resource, append(pathParams(k, false, false), queryParams(listQuery()...)...), operation{method: "get",
+			b.add(prefix+"/watch/"+res.Resource, sortParams(append(pathParams(k, false, false), queryParams(listQuery()...)...)), operation{method: "get",
 				id: "watch" + b.idPart + k + "ListForAllNamespaces", desc: "watch individual changes to a list of " + k + ". deprecated: use the 'watch' parameter with a list operation instead.",
-				action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true, deprecated: true})
+				action: "watchlist", gvk: gvk, responses: []int{200}, result: m.watchEvent, watch: true})
 		}
 	}
 
@@ -273,10 +338,7 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 		if !ok {
 			continue // connect-style subresources (log, exec, proxy, ...) need no schema
 		}
-		subKind, err := b.define(subGVK)
-		if err != nil {
-			return err
-		}
+		subKind := b.define(subGVK)
 		path := item + "/" + sub
 		params := pathParams(subGVK.Kind, true, res.Namespaced)
 		idKind := ns + k + strings.ToUpper(sub[:1]) + sub[1:]
@@ -295,7 +357,6 @@ func (b *pathsBuilder) resource(res *registry.Resource, m metaNames) error {
 			b.add(path, params, o)
 		}
 	}
-	return nil
 }
 
 // subresourceOperations returns the kind a subresource reads and writes
@@ -321,8 +382,52 @@ func subresourceOperations(sub string, parent schema.GroupVersionKind) (schema.G
 	return schema.GroupVersionKind{}, nil, false
 }
 
-// article returns "a Pod" or "an Ingress".
+// hoistCommonParams moves the query parameters every operation of p
+// takes to p's own parameters, as kube-openapi's builder does.
+func hoistCommonParams(p *spec3.Path) {
+	var ops []*spec3.Operation
+	for _, op := range []*spec3.Operation{p.Get, p.Put, p.Post, p.Patch, p.Delete} {
+		if op != nil {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	common := map[string]int{}
+	for _, op := range ops {
+		for _, q := range op.Parameters {
+			common[q.Name]++
+		}
+	}
+	moved := false
+	for _, q := range ops[0].Parameters {
+		if common[q.Name] == len(ops) {
+			p.Parameters = append(p.Parameters, q)
+			moved = true
+		}
+	}
+	if !moved {
+		return
+	}
+	for _, op := range ops {
+		kept := op.Parameters[:0:0]
+		for _, q := range op.Parameters {
+			if common[q.Name] != len(ops) {
+				kept = append(kept, q)
+			}
+		}
+		op.Parameters = kept
+	}
+	p.Parameters = sortParams(p.Parameters)
+}
+
+// article returns "a Pod", "an Ingress" or "Endpoints": kube-apiserver
+// takes a kind ending in a single "s" for a plural, without article.
 func article(kind string) string {
+	if strings.HasSuffix(kind, "s") && !strings.HasSuffix(kind, "ss") {
+		return kind
+	}
 	if strings.ContainsRune("AEIOU", rune(kind[0])) {
 		return "an " + kind
 	}
@@ -346,15 +451,16 @@ func (b *pathsBuilder) apiResources(prefix string, m metaNames) {
 }
 
 // simple adds a GET operation without parameters returning the
-// definition of t at path: the group, root and version documents.
-func (b *pathsBuilder) simple(path, id, desc string, t reflect.Type) {
-	name := b.defineType(t)
+// definition name at path in the media types: the group, root and
+// version documents.
+func (b *pathsBuilder) simple(path, id, desc, name string, types ...string) {
+	b.use(name)
 	op := &spec3.Operation{OperationProps: spec3.OperationProps{
 		Tags:        []string{b.tag},
 		Description: desc,
 		OperationId: id,
 		Responses: &spec3.Responses{ResponsesProps: spec3.ResponsesProps{StatusCodeResponses: map[int]*spec3.Response{
-			200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: b.content(name, []string{mediaJSON, mediaYAML, mediaProtobuf})}},
+			200: {ResponseProps: spec3.ResponseProps{Description: "OK", Content: b.content(name, types)}},
 			401: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
 		}}},
 	}}
@@ -363,14 +469,24 @@ func (b *pathsBuilder) simple(path, id, desc string, t reflect.Type) {
 
 // document returns the OpenAPI v3 document of the collected paths, with
 // every definition they reach.
-func (b *pathsBuilder) document(title, version string) *spec3.OpenAPI {
-	var roots []string
+func (b *pathsBuilder) document(title, version string) (*spec3.OpenAPI, error) {
+	roots := make([]string, 0, len(b.roots))
 	for name := range b.roots {
 		roots = append(roots, name)
 	}
-	schemas := map[string]*spec.Schema{}
-	for _, name := range b.defs.closure(roots) {
-		schemas[name] = b.defs.schemas[name]
+	sort.Strings(roots)
+	schemas, err := b.defs.V3(roots...)
+	if err != nil {
+		return nil, err
+	}
+	for name, s := range b.custom {
+		schemas[name] = s
+	}
+	if b.gv != nil {
+		scopeMetaKinds(schemas, *b.gv)
+	}
+	for _, p := range b.paths {
+		hoistCommonParams(p)
 	}
 	return &spec3.OpenAPI{
 		Version: "3.0.0",
@@ -383,5 +499,5 @@ func (b *pathsBuilder) document(title, version string) *spec3.OpenAPI {
 			}}},
 		},
 		SecurityRequirement: []map[string][]string{{"BearerToken": {}}},
-	}
+	}, nil
 }
