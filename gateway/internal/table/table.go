@@ -46,7 +46,8 @@ var ErrObjectType = errors.New("table: object of unexpected type")
 type Converter struct {
 	scheme *runtime.Scheme
 	// printers is kube-apiserver's table convertor for the kinds with a
-	// printer; printed holds the internal list types it prints.
+	// printer; printed holds the internal types (objects and lists) it
+	// has a printer for.
 	printers printerstorage.TableConvertor
 	printed  map[reflect.Type]bool
 }
