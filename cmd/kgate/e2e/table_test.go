@@ -12,7 +12,9 @@ type table struct {
 }
 
 // parseTable reads kubectl's column-aligned output, in which a cell may be
-// empty: each column starts where its header starts.
+// empty: each column starts where its header starts. Headers are apart by
+// at least two spaces (kubectl pads with three); a header may hold one
+// ("NOMINATED NODE").
 func parseTable(t *testing.T, out string) table {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
@@ -22,11 +24,18 @@ func parseTable(t *testing.T, out string) table {
 	head := lines[0]
 	var starts []int
 	for i := range len(head) {
-		if head[i] != ' ' && (i == 0 || head[i-1] == ' ') {
+		if head[i] != ' ' && (i == 0 || i >= 2 && head[i-1] == ' ' && head[i-2] == ' ') {
 			starts = append(starts, i)
 		}
 	}
-	tb := table{header: strings.Fields(head)}
+	tb := table{}
+	for c, s := range starts {
+		end := len(head)
+		if c+1 < len(starts) {
+			end = starts[c+1]
+		}
+		tb.header = append(tb.header, strings.TrimSpace(head[s:end]))
+	}
 	for _, l := range lines[1:] {
 		row := make(map[string]string, len(starts))
 		for c, s := range starts {

@@ -20,6 +20,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/table"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
@@ -85,8 +86,6 @@ type Config struct {
 	// ListPageSize is the page size used when reading a list without a
 	// limit. Default 500.
 	ListPageSize int64
-	// Now returns the time (tables' ages). Default time.Now.
-	Now func() time.Time
 	// Admission checks and completes writes; nil admits everything.
 	Admission Admission
 	// Semantics is upstream's defaulting, strategies and validation of
@@ -111,7 +110,8 @@ const (
 type Handler struct {
 	cfg     Config
 	base    context.Context
-	streams watchStreams // watch.go
+	streams watchStreams     // watch.go
+	tables  *table.Converter // kubectl's tables, from upstream's printers
 }
 
 // New returns a handler; base is the gateway's lifetime: requests in
@@ -143,10 +143,11 @@ func New(base context.Context, cfg Config) (*Handler, error) {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = 500
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	tables, err := table.New()
+	if err != nil {
+		return nil, fmt.Errorf("cannot make REST handler: %w", err)
 	}
-	return &Handler{cfg: cfg, base: base}, nil
+	return &Handler{cfg: cfg, base: base, tables: tables}, nil
 }
 
 // request is one parsed resource request.

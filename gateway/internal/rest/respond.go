@@ -11,7 +11,6 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/convert"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
-	"github.com/kgate/kgate/gateway/internal/table"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -102,7 +101,7 @@ func (h *Handler) writeObject(r *request, code int, obj runtime.Object) error {
 	var out runtime.Object = obj
 	switch m.As {
 	case negotiate.AsTable:
-		t, err := h.table(r, []runtime.Object{obj})
+		t, err := h.objectTable(r, obj)
 		if err != nil {
 			return err
 		}
@@ -136,8 +135,19 @@ func partial(r *request, om *metav1.ObjectMeta, version string) *metav1.PartialO
 	}
 }
 
+// table prints a list; objectTable one object (get, write, watch event),
+// as kube-apiserver does with each.
 func (h *Handler) table(r *request, objs []runtime.Object) (*metav1.Table, error) {
-	t, err := table.Convert(objs, r.res, r.includeObject, h.cfg.Now())
+	t, err := h.tables.Convert(objs, r.res, r.includeObject)
+	return h.tableVersion(r, t, err)
+}
+
+func (h *Handler) objectTable(r *request, obj runtime.Object) (*metav1.Table, error) {
+	t, err := h.tables.ConvertObject(obj, r.res, r.includeObject)
+	return h.tableVersion(r, t, err)
+}
+
+func (h *Handler) tableVersion(r *request, t *metav1.Table, err error) (*metav1.Table, error) {
 	if err != nil {
 		return nil, apierror.BadRequest(err.Error())
 	}

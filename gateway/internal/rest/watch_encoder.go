@@ -86,7 +86,7 @@ func (e *watchEncoder) object(t watch.EventType, obj runtime.Object) ([]byte, er
 	var out runtime.Object = obj
 	switch e.r.media.As {
 	case negotiate.AsTable:
-		tbl, err := e.h.table(e.r, []runtime.Object{obj})
+		tbl, err := e.h.objectTable(e.r, obj)
 		if err != nil {
 			return nil, err
 		}
