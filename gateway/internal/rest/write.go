@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apifieldmanager "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -257,6 +258,12 @@ func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent,
 		return h.strategyUpdate(ctx, r, r.info.Subresource, obj, old)
 	})
 	if err != nil {
+		return nil, err
+	}
+	// A write that changes nothing but managedFields' timestamps keeps the
+	// old ones, so storage sees no change and writes nothing, as upstream's
+	// update and patch handlers do.
+	if out, err = apifieldmanager.IgnoreManagedFieldsTimestampsTransformer(ctx, out, old); err != nil {
 		return nil, err
 	}
 	return h.toStored(r.res, out)
