@@ -287,12 +287,16 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	g.watches = rh
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{
-		Handler:                       g.handle,
-		ErrorHandler:                  g.readError,
-		Name:                          "kgate",
-		MaxRequestBodySize:            cfg.MaxRequestBodyBytes,
-		ReadTimeout:                   5 * time.Minute,
-		IdleTimeout:                   90 * time.Second,
+		Handler:            g.handle,
+		ErrorHandler:       g.readError,
+		Name:               "kgate",
+		MaxRequestBodySize: cfg.MaxRequestBodyBytes,
+		ReadTimeout:        5 * time.Minute,
+		IdleTimeout:        90 * time.Second,
+		// fasthttp's worker-pool cleaner sleeps this long between passes
+		// and ends only after a pass: 5 s (default 10 s) lets Close's
+		// goroutine check see it gone, and idle workers are freed sooner.
+		MaxIdleWorkerDuration:         5 * time.Second,
 		DisablePreParseMultipartForm:  true,
 		NoDefaultServerHeader:         true,
 		DisableHeaderNamesNormalizing: false,
