@@ -54,8 +54,11 @@ var depRules = []depRule{
 		// type names), and pkg/registry/<group>/<resource> →
 		// apiserver's registry/generic → storage/storagebackend →
 		// storage/etcd3 → util/flowcontrol → server/httplog →
-		// endpoints/metrics (metric labels).
-		allowedVia: []string{"k8s.io/kubernetes/pkg/"},
+		// endpoints/metrics (metric labels). gateway/internal/rest uses
+		// apiserver's endpoints/handlers/fieldmanager for upstream's
+		// IgnoreManagedFieldsTimestampsTransformer; that package imports
+		// endpoints/metrics (metric labels) too, and serves nothing.
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher",
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},

@@ -97,8 +97,10 @@ type received struct {
 	bearer     string
 	raw        map[string]any
 	spec       authorizationv1.SubjectAccessReviewSpec
-	// gone is closed when the client gave up on the request (a timeout,
-	// a cancellation): an answer that waits on it never comes in time.
+	// gone is closed when the test ends: an answer that waits on it never
+	// comes while the client waits. (Waiting on the request's context
+	// made the answer depend on when net/http ends it: once, under load,
+	// the slow answer arrived in time and the call was allowed.)
 	gone <-chan struct{}
 }
 
@@ -109,6 +111,8 @@ type fakeWebhook struct {
 	srv   *httptest.Server
 	ca    *testCA
 	token string
+
+	ended chan struct{} // closed when the test ends, before srv closes
 
 	mu     sync.Mutex // guards got and answer
 	got    []received
@@ -127,16 +131,17 @@ func newFakeWebhook(t *testing.T, answer func(received) (int, string)) *fakeWebh
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.cert)
-	f := &fakeWebhook{ca: ca, token: testToken, answer: answer}
+	f := &fakeWebhook{ca: ca, token: testToken, answer: answer, ended: make(chan struct{})}
 	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{tc}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() { close(f.ended) }) // first: srv.Close waits for the handlers
 	return f
 }
 
 func (f *fakeWebhook) serve(w http.ResponseWriter, r *http.Request) {
-	rec := received{path: r.URL.Path, gone: r.Context().Done()}
+	rec := received{path: r.URL.Path, gone: f.ended}
 	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 		rec.clientCN = r.TLS.PeerCertificates[0].Subject.CommonName
 	}
