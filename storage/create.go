@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -14,16 +13,14 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// generateNameAttempts is how many generated names Create tries before it
-// gives up with ErrAlreadyExists (kube-apiserver tries 8 as well).
-const generateNameAttempts = 8
-
 // Create stores obj, a new object of the storage kind of res, and returns it
 // as stored, with resourceVersion set. It takes obj over and fills the
-// system fields: uid (unless set), creationTimestamp, generation (1 for kinds with a
-// spec), and the name when only generateName is set. The namespace is
-// cleared for cluster-scoped resources. ErrAlreadyExists when the name is
-// taken; ErrInvalidObject for an object that cannot be stored.
+// system fields: uid (unless set), creationTimestamp and generation (1 for
+// kinds with a spec). The name is required: as in kube-apiserver, the
+// name from metadata.generateName is the registry's (the gateway's) to
+// generate, validate and try again when taken. The namespace is cleared
+// for cluster-scoped resources. ErrAlreadyExists when the name is taken;
+// ErrInvalidObject for an object that cannot be stored.
 func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
 	m, err := s.checkObject(res, obj)
 	if err != nil {
@@ -34,9 +31,9 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 		ns = ""
 		m.SetNamespace("")
 	}
-	generate := m.GetName() == ""
-	if generate && m.GetGenerateName() == "" {
-		return nil, fmt.Errorf("cannot create %s: name or generateName is required: %w", res.Resource, ErrInvalidObject)
+	name := m.GetName()
+	if name == "" {
+		return nil, fmt.Errorf("cannot create %s: the name is required: %w", res.Resource, ErrInvalidObject)
 	}
 	if m.GetResourceVersion() != "" {
 		return nil, fmt.Errorf("cannot create %s: resourceVersion must not be set: %w", describe(res, ns, m.GetName()), ErrInvalidObject)
@@ -53,21 +50,12 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 		m.SetGeneration(0)
 	}
 
-	for attempt := 1; ; attempt++ {
-		if generate {
-			m.SetName(s.generateName(m.GetGenerateName()))
-		}
-		name := m.GetName()
-		rev, err := s.create(ctx, res, ns, name, obj, m)
-		if errors.Is(err, ErrAlreadyExists) && generate && attempt < generateNameAttempts {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot create %s: %w", describe(res, ns, name), err)
-		}
-		setRevision(m, rev)
-		return obj, nil
+	rev, err := s.create(ctx, res, ns, name, obj, m)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create %s: %w", describe(res, ns, name), err)
 	}
+	setRevision(m, rev)
+	return obj, nil
 }
 
 // create writes obj at namespace/name if the key is free and returns the

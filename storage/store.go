@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/registry"
@@ -49,9 +48,6 @@ type Config struct {
 	// larger objects fail with ErrInvalidObject before reaching etcd.
 	// Default DefaultMaxRequestBytes.
 	MaxRequestBytes int
-	// GenerateName returns a name for an object with generateName base.
-	// Default: base plus 5 random characters, as kube-apiserver does.
-	GenerateName func(base string) string
 }
 
 // Store reads and writes typed objects in etcd with kube-apiserver's key
@@ -61,13 +57,12 @@ type Config struct {
 // (Registry.NewStored). metadata.resourceVersion of a returned object is the
 // etcd mod revision of its key in decimal; it is never stored.
 type Store struct {
-	kv           clientv3.KV
-	registry     *registry.Registry
-	codec        *codec.Codec
-	logger       *slog.Logger
-	now          func() time.Time
-	maxRequest   int
-	generateName func(string) string
+	kv         clientv3.KV
+	registry   *registry.Registry
+	codec      *codec.Codec
+	logger     *slog.Logger
+	now        func() time.Time
+	maxRequest int
 
 	types sync.Map // reflect.Type → *typeInfo, filled on first use of a type
 }
@@ -92,17 +87,13 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
-	if cfg.GenerateName == nil {
-		cfg.GenerateName = names.SimpleNameGenerator.GenerateName
-	}
 	return &Store{
-		kv:           cfg.Client.KV,
-		registry:     cfg.Registry,
-		codec:        cfg.Codec,
-		logger:       cfg.Logger,
-		now:          cfg.Now,
-		maxRequest:   cfg.MaxRequestBytes,
-		generateName: cfg.GenerateName,
+		kv:         cfg.Client.KV,
+		registry:   cfg.Registry,
+		codec:      cfg.Codec,
+		logger:     cfg.Logger,
+		now:        cfg.Now,
+		maxRequest: cfg.MaxRequestBytes,
 	}, nil
 }
 

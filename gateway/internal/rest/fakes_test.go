@@ -78,6 +78,10 @@ type fakeStore struct {
 	// conflicts makes Update run f this many extra times first, as
 	// storage does after a conflict.
 	conflicts int
+	// clashes makes this many Creates answer ErrAlreadyExists first, as
+	// if their names were taken; tried records every name Create saw.
+	clashes int
+	tried   []string
 	// pending makes Delete leave the object (finalizers): deleted false.
 	pending  bool
 	lastList []storage.ListOptions
@@ -151,6 +155,14 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	m, err := objectMeta(obj)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	s.tried = append(s.tried, m.Name)
+	clash := s.clashes > 0
+	s.clashes--
+	s.mu.Unlock()
+	if clash {
+		return nil, fmt.Errorf("cannot create: %w", storage.ErrAlreadyExists)
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()

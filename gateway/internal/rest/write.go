@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	apifieldmanager "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	apifieldmanager "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	apirest "k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kgate/kgate/gateway/internal/admission"

@@ -149,6 +149,52 @@ func TestCreateErrors(t *testing.T) {
 	})
 }
 
+// TestCreateGenerateName: a name is generated from generateName before
+// validation, and generated again (and the object validated again) when
+// storage finds it taken, at most generateNameAttempts times, as
+// upstream's registry store does.
+func TestCreateGenerateName(t *testing.T) {
+	body := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"gen-"}}`)
+	for _, tc := range []struct {
+		name     string
+		clashes  int
+		wantCode int
+	}{
+		{"free", 0, 201},
+		{"taken twice", 2, 201},
+		{"always taken", generateNameAttempts, 409},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.store.clashes = tc.clashes
+			r := e.do("POST", "/api/v1/namespaces/ns/configmaps", body)
+			if r.code != tc.wantCode {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			}
+			tried := e.store.tried
+			if want := min(tc.clashes+1, generateNameAttempts); len(tried) != want {
+				t.Fatalf("storage saw %d creates %q, want %d", len(tried), tried, want)
+			}
+			for i, n := range tried {
+				if !strings.HasPrefix(n, "gen-") || len(n) != len("gen-")+5 || slices.Index(tried, n) != i {
+					t.Errorf("attempt %d named %q: want a new name gen-xxxxx each time (%q)", i, n, tried)
+				}
+			}
+			if tc.wantCode == 409 {
+				if r.reason() != metav1.StatusReasonAlreadyExists {
+					t.Errorf("reason %s", r.reason())
+				}
+				return
+			}
+			var cm corev1.ConfigMap
+			r.decode(t, &cm)
+			if cm.Name != tried[len(tried)-1] || cm.GenerateName != "gen-" {
+				t.Errorf("answered %q (generateName %q), want %q", cm.Name, cm.GenerateName, tried[len(tried)-1])
+			}
+		})
+	}
+}
+
 func TestCreatePodPrepared(t *testing.T) {
 	e := newEnv(t)
 	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},
