@@ -143,7 +143,7 @@ func New(base context.Context, cfg Config) (*Handler, error) {
 	if cfg.ListPageSize <= 0 {
 		cfg.ListPageSize = 500
 	}
-	tables, err := table.New()
+	tables, err := table.New(cfg.Semantics.Scheme())
 	if err != nil {
 		return nil, fmt.Errorf("cannot make REST handler: %w", err)
 	}

@@ -22,6 +22,9 @@ import (
 // strategy of a create or an update (name generation, PrepareForCreate
 // and PrepareForUpdate, validation, warnings, canonicalization).
 type Semantics interface {
+	// Scheme holds upstream's internal types and conversions (for the
+	// table printers).
+	Scheme() *runtime.Scheme
 	Default(obj runtime.Object)
 	Create(ctx context.Context, res *registry.Resource, subresource string, obj runtime.Object) (builtin.Result, error)
 	Update(ctx context.Context, res *registry.Resource, subresource string, obj, old runtime.Object) (builtin.Result, error)

@@ -1,7 +1,7 @@
 // Package table renders objects as metav1.Table for server-side printing
 // (kubectl get asks for "application/json;as=Table;v=v1;g=meta.k8s.io")
 // with kube-apiserver's own printers: the objects are converted to
-// upstream's internal types (builtin.NewScheme) and printed by
+// upstream's internal types (the scheme of builtin.Semantics) and printed by
 // k8s.io/kubernetes/pkg/printers/internalversion through
 // pkg/printers/storage.TableConvertor, as kube-apiserver's registries do.
 // A kind upstream has no printer for (Role, ClusterRole, LimitRange, the
@@ -28,7 +28,6 @@ import (
 	printersinternal "k8s.io/kubernetes/pkg/printers/internalversion"
 	printerstorage "k8s.io/kubernetes/pkg/printers/storage"
 
-	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -52,11 +51,12 @@ type Converter struct {
 	printed  map[reflect.Type]bool
 }
 
-// New builds upstream's scheme and table generator, once for all calls.
-func New() (*Converter, error) {
-	s, err := builtin.NewScheme()
-	if err != nil {
-		return nil, fmt.Errorf("cannot make table converter: %w", err)
+// New builds upstream's table generator, once for all calls, over s, a
+// scheme with upstream's internal types and their conversions
+// (builtin.Semantics.Scheme), which it only reads.
+func New(s *runtime.Scheme) (*Converter, error) {
+	if s == nil {
+		return nil, errors.New("cannot make table converter: a scheme is required")
 	}
 	gen := printers.NewTableGenerator()
 	rec := &recorder{gen: gen, types: make(map[reflect.Type]bool)}

@@ -65,7 +65,7 @@ func benchResource(b *testing.B, gvr schema.GroupVersionResource) *registry.Reso
 func BenchmarkConvert1000Pods(b *testing.B) {
 	res := benchResource(b, corev1.SchemeGroupVersion.WithResource("pods"))
 	objs := benchPods(1000)
-	c, err := New()
+	c, err := newConverter()
 	if err != nil {
 		b.Fatal(err)
 	}

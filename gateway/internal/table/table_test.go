@@ -37,6 +37,7 @@ import (
 	printersinternal "k8s.io/kubernetes/pkg/printers/internalversion"
 	"k8s.io/utils/ptr"
 
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -44,7 +45,13 @@ import (
 // ages from the wall clock.
 var now = time.Now()
 
-var newConverter = sync.OnceValues(New)
+var newConverter = sync.OnceValues(func() (*Converter, error) {
+	sem, err := builtin.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	return New(sem.Scheme())
+})
 
 // converter returns the package's converter, built once for the tests.
 func converter(t *testing.T) *Converter {
