@@ -370,7 +370,9 @@ func TestInvalidObjects(t *testing.T) {
 		if res == nil {
 			t.Fatalf("case %d: %s is not served", i, tc.kind)
 		}
-		name := fmt.Sprintf("inv-%d", i)
+		// Unique per run, as ns is: cluster-scoped objects of an earlier
+		// run (-count) are still there.
+		name := fmt.Sprintf("%s-%d", ns, i)
 		t.Run(fmt.Sprintf("%d-%s-%s", i, tc.kind, tc.want), func(t *testing.T) {
 			obj := minimalObjects[tc.kind](ns)
 			obj.GetObjectKind().SetGroupVersionKind(res.GVK())
