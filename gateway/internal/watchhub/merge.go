@@ -8,10 +8,13 @@ import (
 )
 
 // A merge asks a quiet range how far it is complete only when an event
-// of another range waits on it: first after mergeKickFirst, then backing
-// off to mergeKickMax while it still waits. An idle merge costs nothing.
+// of another range waits on it, at once: its feed sends the range's
+// primary a progress request, which the primary answers within an etcd
+// round trip. In case an answer is lost, the merge kicks the ranges it
+// waits on after mergeKickFirst, backing off to mergeKickMax while it
+// still waits. An idle merge costs nothing.
 const (
-	mergeKickFirst = 2 * time.Millisecond
+	mergeKickFirst = askRetry
 	mergeKickMax   = 100 * time.Millisecond
 )
 
@@ -66,9 +69,10 @@ type sub struct {
 	w *Watcher
 
 	// Owned by the consumer goroutine.
-	queue  []Delivery // received, not yet released
-	safe   position   // every event of the range at or before it was received
-	kicked bool       // asked for progress, no input since
+	queue     []Delivery // received, not yet released
+	safe      position   // every event of the range at or before it was received
+	kicked    bool       // asked for progress, no input since
+	kickedFor int64      // the revision of the last kick made because the feed was through it
 
 	// mu guards ctx and cancel: the context the pump waits in, cancelled
 	// with errKick to make it report how far the range is complete.
@@ -146,8 +150,11 @@ func (m *Merged) Next(ctx context.Context) (Delivery, error) {
 		if ok {
 			return d, nil
 		}
-		if blocked && kickAt == nil {
-			kickAt = m.after(backoff)
+		if blocked {
+			m.askBlockers()
+			if kickAt == nil {
+				kickAt = m.after(backoff)
+			}
 		}
 		select {
 		case in := <-m.in:
@@ -190,8 +197,28 @@ func (m *Merged) after(d time.Duration) <-chan time.Time {
 	return m.timer.C
 }
 
-// kickBlockers asks the ranges the earliest queued event waits on for
-// their progress.
+// askBlockers asks the ranges the earliest queued event waits on for
+// their progress through its revision. A range whose feed is through it
+// already (over events the watcher's filter dropped, or a progress on its
+// way) is kicked to report it, once per revision.
+func (m *Merged) askBlockers() {
+	cand, ok := m.candidate()
+	if !ok {
+		return
+	}
+	for _, s := range m.subs {
+		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			if s.w.requestProgress(cand.Rev) && s.kickedFor < cand.Rev {
+				s.kickedFor = cand.Rev
+				s.kick()
+			}
+		}
+	}
+}
+
+// kickBlockers makes the ranges the earliest queued event waits on report
+// their progress, and asks their primaries again: the fallback when an
+// answer did not come.
 func (m *Merged) kickBlockers() {
 	cand, ok := m.candidate()
 	if !ok {
@@ -199,6 +226,7 @@ func (m *Merged) kickBlockers() {
 	}
 	for _, s := range m.subs {
 		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			s.w.requestProgress(cand.Rev)
 			s.kick()
 		}
 	}
