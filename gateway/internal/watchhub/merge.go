@@ -199,8 +199,9 @@ func (m *Merged) after(d time.Duration) <-chan time.Time {
 
 // askBlockers asks the ranges the earliest queued event waits on for
 // their progress through its revision. A range whose feed is through it
-// already (over events the watcher's filter dropped, or a progress on its
-// way) is kicked to report it, once per revision.
+// already while its watcher has nothing queued (the feed moved over
+// events the watcher's filter dropped) is kicked to report it, once per
+// revision.
 func (m *Merged) askBlockers() {
 	cand, ok := m.candidate()
 	if !ok {
@@ -208,7 +209,7 @@ func (m *Merged) askBlockers() {
 	}
 	for _, s := range m.subs {
 		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
-			if s.w.requestProgress(cand.Rev) && s.kickedFor < cand.Rev {
+			if s.w.requestProgress(cand.Rev) && len(s.w.queue) == 0 && s.kickedFor < cand.Rev {
 				s.kickedFor = cand.Rev
 				s.kick()
 			}
