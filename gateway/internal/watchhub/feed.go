@@ -241,6 +241,16 @@ func (f *feed) setCursor(p position) {
 	f.through.Store(p.resourceVersion())
 }
 
+// nudge hands w a Bookmark at the cursor if w waits for a revision the
+// cursor is through and no delivery since told it so.
+func (f *feed) nudge(w *Watcher) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.watchers[w]; ok && w.answered(f.cursor.resourceVersion()) {
+		w.offerProgress(Delivery{Type: Bookmark, Rev: f.cursor.resourceVersion(), at: f.cursor})
+	}
+}
+
 // requestProgress asks the range's primary for its progress through rev,
 // on behalf of a merge holding an event of another range at rev; the
 // answer comes as a Progress on the feed. It asks at most once per

@@ -69,10 +69,9 @@ type sub struct {
 	w *Watcher
 
 	// Owned by the consumer goroutine.
-	queue     []Delivery // received, not yet released
-	safe      position   // every event of the range at or before it was received
-	kicked    bool       // asked for progress, no input since
-	kickedFor int64      // the revision of the last kick made because the feed was through it
+	queue  []Delivery // received, not yet released
+	safe   position   // every event of the range at or before it was received
+	kicked bool       // asked for progress, no input since
 
 	// mu guards ctx and cancel: the context the pump waits in, cancelled
 	// with errKick to make it report how far the range is complete.
@@ -198,10 +197,7 @@ func (m *Merged) after(d time.Duration) <-chan time.Time {
 }
 
 // askBlockers asks the ranges the earliest queued event waits on for
-// their progress through its revision. A range whose feed is through it
-// already while its watcher has nothing queued (the feed moved over
-// events the watcher's filter dropped) is kicked to report it, once per
-// revision.
+// their progress through its revision (see Watcher.requestProgress).
 func (m *Merged) askBlockers() {
 	cand, ok := m.candidate()
 	if !ok {
@@ -209,10 +205,7 @@ func (m *Merged) askBlockers() {
 	}
 	for _, s := range m.subs {
 		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
-			if s.w.requestProgress(cand.Rev) && len(s.w.queue) == 0 && s.kickedFor < cand.Rev {
-				s.kickedFor = cand.Rev
-				s.kick()
-			}
+			s.w.requestProgress(cand.Rev)
 		}
 	}
 }
@@ -274,7 +267,11 @@ func (m *Merged) release() (d Delivery, ok, blocked bool) {
 	}
 	s := m.subs[best]
 	s.queue[0] = Delivery{}
-	s.queue = s.queue[1:]
+	if len(s.queue) == 1 {
+		s.queue = s.queue[:0] // keep the array: one event at a time allocates nothing
+	} else {
+		s.queue = s.queue[1:]
+	}
 	return cand, true, false
 }
 

@@ -241,8 +241,8 @@ func (w *Watcher) drain() {
 }
 
 // requestProgress asks for the range's progress through rev for a merge
-// that waits on it (see feed.requestProgress); covered reports that the
-// feed is through rev already and a kick brings the watcher there.
+// that waits on it (see feed.requestProgress): the feed hands the watcher
+// a Bookmark once it is through rev. covered reports that it was already.
 func (w *Watcher) requestProgress(rev int64) (covered bool) {
 	for {
 		cur := w.waitingFor.Load()
@@ -256,7 +256,13 @@ func (w *Watcher) requestProgress(rev int64) (covered bool) {
 	if f == nil || detached {
 		return false // catching up: the merge's kicks follow it
 	}
-	return f.requestProgress(rev)
+	if !f.requestProgress(rev) {
+		return false
+	}
+	// The feed may have moved past rev over events the filter dropped
+	// before waitingFor was set, and told no one.
+	f.nudge(w)
+	return true
 }
 
 // answered reports, once, that the feed is through the revision a merge
