@@ -20,9 +20,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -153,6 +155,8 @@ func New(cfg Config, controllers ...Controller) (*Elector, error) {
 // while renewing, and after losing it, stop them and compete again.
 func (e *Elector) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
+	// client-go's election logs through the context's logger: ours.
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(e.log.Handler()))
 	e.cancel = cancel
 	e.done = make(chan struct{})
 	go func() {
