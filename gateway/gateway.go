@@ -25,6 +25,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/controllers"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
@@ -202,6 +203,9 @@ type Gateway struct {
 	cancelBase context.CancelFunc
 	stopOnce   sync.Once // stopBackground
 
+	// ctl: the cluster-wide controllers, run by the elected gateway.
+	ctl *controllers.Controllers
+
 	mu       sync.Mutex // guards listener
 	listener net.Listener
 	ready    chan struct{} // closed once listening
@@ -281,6 +285,9 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 		FieldManager:           fields,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if g.ctl, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	g.authn, g.guard, g.authz, g.reviews, g.rest = g.access, g.guards, g.access, g.access, rh
@@ -390,6 +397,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.step("started", "access", g.access.Start)
 	g.step("started", "admission", g.chain.Start)
 	g.step("started", "guard", g.guards.Start)
+	g.step("started", "controllers", g.ctl.Start)
 	ln = guard.TrackConns(ln)
 	g.mu.Lock()
 	g.listener = ln
@@ -429,6 +437,9 @@ func (g *Gateway) step(what, name string, f func()) {
 func (g *Gateway) stopBackground() {
 	g.stopOnce.Do(func() {
 		g.cancelBase()
+		if g.ctl != nil {
+			g.step("stopped", "controllers", g.ctl.Close)
+		}
 		if g.chain != nil {
 			g.step("stopped", "admission", g.chain.Close)
 		}
