@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -63,8 +62,6 @@ type Store struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	maxRequest int
-
-	types sync.Map // reflect.Type → *typeInfo, filled on first use of a type
 }
 
 // New returns a Store.
