@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -205,10 +206,13 @@ func TestCreateGet(t *testing.T) {
 		t.Errorf("creationTimestamp %v, want %v", c2.CreationTimestamp, want)
 	}
 
-	// Kinds with a spec start at generation 1.
-	d := e.create(e.deployments(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d"}})
-	if g := d.(*appsv1.Deployment).Generation; g != 1 {
-		t.Errorf("generation of a Deployment = %d, want 1", g)
+	// The generation is the caller's (upstream's strategy sets it in
+	// the gateway): storage keeps what it is given.
+	for _, g := range []int64{0, 1, 7} {
+		d := e.create(e.deployments(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("d%d", g), Generation: g}})
+		if got := d.(*appsv1.Deployment).Generation; got != g {
+			t.Errorf("generation of a Deployment created with %d = %d", g, got)
+		}
 	}
 
 	// Cluster-scoped objects lose a namespace.
@@ -366,7 +370,7 @@ func TestList(t *testing.T) {
 	if d := diff([]string{"a/a1", "a/a2"}, names(p1.Items)); d != "" || p1.Last != cms.Key("a", "a2") || p1.Remaining != 3 {
 		t.Errorf("page 1: %v, last %q, remaining %d", names(p1.Items), p1.Last, p1.Remaining)
 	}
-	if _, _, err := e.store.Delete(ctx, cms, "a", "a3", storage.DeleteOptions{}); err != nil {
+	if _, _, err := e.store.Delete(ctx, cms, "a", "a3", storage.Preconditions{}, remove); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	e.create(cms, configMap("a", "a6", nil))

@@ -80,13 +80,10 @@ type fakeStore struct {
 	conflicts int
 	// clashes makes this many Creates answer ErrAlreadyExists first, as
 	// if their names were taken; tried records every name Create saw.
-	clashes int
-	tried   []string
-	// pending makes Delete leave the object (finalizers): deleted false.
-	pending  bool
+	clashes  int
+	tried    []string
 	lastList []storage.ListOptions
 	lastPre  storage.Preconditions
-	lastDel  storage.DeleteOptions
 	lastGet  int64
 	created  runtime.Object
 }
@@ -205,9 +202,9 @@ func (s *fakeStore) Update(_ context.Context, res *registry.Resource, ns, name s
 	return s.w.put(key, next), nil
 }
 
-func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name string, opts storage.DeleteOptions) (runtime.Object, bool, error) {
+func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, decide storage.DeleteFunc) (runtime.Object, bool, error) {
 	s.record("delete")
-	s.lastDel = opts
+	s.lastPre = pre
 	if s.deleteErr != nil {
 		return nil, false, s.deleteErr
 	}
@@ -218,8 +215,15 @@ func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name s
 	if !ok {
 		return nil, false, fmt.Errorf("cannot delete: %w", storage.ErrNotFound)
 	}
-	if s.pending {
+	next, action, err := decide(cur.DeepCopyObject())
+	if err != nil {
+		return nil, false, err
+	}
+	switch action {
+	case storage.DeleteKeep:
 		return cur.DeepCopyObject(), false, nil
+	case storage.DeleteUpdate:
+		return s.w.put(key, next), false, nil
 	}
 	delete(s.w.objs, key)
 	delete(s.w.modRevs, key)
