@@ -304,8 +304,8 @@ func TestTooLarge(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	big := configMap("default", "big", map[string]string{"k": strings.Repeat("x", 1600*1024)})
-	if _, err := e.store.Create(ctx, e.configMaps(), big); !errors.Is(err, storage.ErrInvalidObject) {
-		t.Errorf("Create of 1.6 MiB: got %v, want ErrInvalidObject", err)
+	if _, err := e.store.Create(ctx, e.configMaps(), big); !errors.Is(err, storage.ErrTooLarge) || !errors.Is(err, storage.ErrInvalidObject) {
+		t.Errorf("Create of 1.6 MiB: got %v, want ErrTooLarge, an ErrInvalidObject", err)
 	}
 	if e.raw(e.configMaps().Key("default", "big")) != nil {
 		t.Error("the large object was stored")

@@ -80,8 +80,11 @@ type fakeStore struct {
 	conflicts int
 	// clashes makes this many Creates answer ErrAlreadyExists first, as
 	// if their names were taken; tried records every name Create saw.
-	clashes  int
-	tried    []string
+	clashes int
+	tried   []string
+	// tooLarge makes Create and Update refuse objects that carry
+	// managedFields as too large for etcd.
+	tooLarge bool
 	lastList []storage.ListOptions
 	lastPre  storage.Preconditions
 	lastGet  int64
@@ -153,6 +156,9 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, err
 	}
+	if s.tooLarge && len(m.ManagedFields) > 0 {
+		return nil, fmt.Errorf("cannot create: %w", storage.ErrTooLarge)
+	}
 	s.mu.Lock()
 	s.tried = append(s.tried, m.Name)
 	clash := s.clashes > 0
@@ -196,6 +202,9 @@ func (s *fakeStore) Update(_ context.Context, res *registry.Resource, ns, name s
 	next, err := f(cur.DeepCopyObject())
 	if err != nil {
 		return nil, err
+	}
+	if m, err := objectMeta(next); err == nil && s.tooLarge && len(m.ManagedFields) > 0 {
+		return nil, fmt.Errorf("cannot update: %w", storage.ErrTooLarge)
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
@@ -344,6 +353,8 @@ type fakeAdmission struct {
 	warning     string
 	// label: Admit adds this label to created and updated objects.
 	label string
+	// corrupt: Admit leaves managedFields invalid.
+	corrupt bool
 }
 
 func (a *fakeAdmission) log(s string) {
@@ -366,6 +377,13 @@ func (a *fakeAdmission) Admit(_ context.Context, at *admission.Attributes) error
 			m.Labels = map[string]string{}
 		}
 		m.Labels[a.label] = "yes"
+	}
+	if a.corrupt && at.Object != nil {
+		m, err := objectMeta(at.Object)
+		if err != nil {
+			return err
+		}
+		m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "outdated-webhook", Operation: "Bogus"}}
 	}
 	return a.admitErr
 }

@@ -170,6 +170,9 @@ type request struct {
 	// applied: the write is a server-side apply whose managedFields the
 	// field manager has recorded already.
 	applied bool
+	// dropManagedFields: the write is tried again without managedFields,
+	// its result having been too large for etcd with them.
+	dropManagedFields bool
 }
 
 // Serve handles a resource request for res.

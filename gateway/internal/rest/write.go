@@ -188,6 +188,14 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 			return h.writeObject(r, 201, out)
 		}
 		stored, err := h.store(ctx, r, out)
+		if errors.Is(err, storage.ErrTooLarge) && !r.applied {
+			// As upstream's create handler: managedFields (which can be
+			// large) are dropped and the write tried once more.
+			if m, merr := meta.Accessor(out); merr == nil && len(m.GetManagedFields()) > 0 {
+				m.SetManagedFields(nil)
+				stored, err = h.store(ctx, r, out)
+			}
+		}
 		if generate && attempt < generateNameAttempts && errors.Is(err, storage.ErrAlreadyExists) {
 			h.finish(ctx, a, nil, err)
 			a.Name = ""
@@ -283,13 +291,27 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, fieldErrors("metadata.resourceVersion", m.ResourceVersion, "must be a positive integer"))
 		}
 	}
-	out, err := h.updateStored(ctx, r, dry, pre, func(cur runtime.Object) (runtime.Object, error) {
-		return h.prepareUpdate(ctx, r, dry, sent, cur)
+	out, err := h.retryTooLarge(r, func() (runtime.Object, error) {
+		return h.updateStored(ctx, r, dry, pre, func(cur runtime.Object) (runtime.Object, error) {
+			return h.prepareUpdate(ctx, r, dry, sent, cur)
+		})
 	})
 	if err != nil {
 		return err
 	}
 	return h.writeObject(r, 200, out)
+}
+
+// retryTooLarge runs write, and once more without managedFields when its
+// result was too large for etcd, as upstream's update and patch handlers
+// do (not for apply patches, whose managedFields are the point).
+func (h *Handler) retryTooLarge(r *request, write func() (runtime.Object, error)) (runtime.Object, error) {
+	out, err := write()
+	if errors.Is(err, storage.ErrTooLarge) && !r.applied && !r.dropManagedFields {
+		r.dropManagedFields = true
+		out, err = write()
+	}
+	return out, err
 }
 
 func (h *Handler) patch(ctx context.Context, r *request) error {
@@ -322,8 +344,10 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
 	}
-	out, err := h.updateStored(ctx, r, dry, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
-		return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
+	out, err := h.retryTooLarge(r, func() (runtime.Object, error) {
+		return h.updateStored(ctx, r, dry, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
+			return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
+		})
 	})
 	if err != nil {
 		return err
