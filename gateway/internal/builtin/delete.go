@@ -7,13 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -222,10 +222,10 @@ func deleteNamespace(ns *corev1.Namespace, opts *metav1.DeleteOptions) (runtime.
 	gr := schema.GroupResource{Resource: "namespaces"}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil && *p.UID != ns.UID {
-			return nil, 0, apierrors.NewConflict(gr, ns.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, ns.UID))
+			return nil, 0, apierror.Conflict(gr, ns.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, ns.UID))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != ns.ResourceVersion {
-			return nil, 0, apierrors.NewConflict(gr, ns.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, ns.ResourceVersion))
+			return nil, 0, apierror.Conflict(gr, ns.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, ns.ResourceVersion))
 		}
 	}
 	if ns.DeletionTimestamp.IsZero() {
