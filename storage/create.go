@@ -15,8 +15,9 @@ import (
 
 // Create stores obj, a new object of the storage kind of res, and returns it
 // as stored, with resourceVersion set. It takes obj over and fills the
-// system fields: uid (unless set), creationTimestamp and generation (1 for
-// kinds with a spec). The name is required: as in kube-apiserver, the
+// system fields: uid (unless set) and creationTimestamp. metadata.generation
+// is stored as obj carries it: it is the strategy's (the gateway's) to set,
+// as upstream's PrepareForCreate does. The name is required: as in kube-apiserver, the
 // name from metadata.generateName is the registry's (the gateway's) to
 // generate, validate and try again when taken. The namespace is cleared
 // for cluster-scoped resources. ErrAlreadyExists when the name is taken;
@@ -44,11 +45,6 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 	m.SetCreationTimestamp(metav1.NewTime(s.truncatedNow()))
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
-	if s.tracksGeneration(res, obj) {
-		m.SetGeneration(1)
-	} else {
-		m.SetGeneration(0)
-	}
 
 	rev, err := s.create(ctx, res, ns, name, obj, m)
 	if err != nil {

@@ -3,7 +3,10 @@
 // through etcd transactions, metadata.resourceVersion = the mod revision.
 package storage
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by storage and by the cache node read client. They say
 // what happened, not what a client sees: the gateway maps them to
@@ -25,4 +28,8 @@ var (
 	// ErrInvalidObject: a stored or given object cannot be decoded or
 	// encoded.
 	ErrInvalidObject = errors.New("storage: invalid object")
+	// ErrTooLarge: an object too large for etcd's request limit (an
+	// ErrInvalidObject too). kube-apiserver's write handlers retry such a
+	// write without managedFields.
+	ErrTooLarge = fmt.Errorf("%w: too large for etcd", ErrInvalidObject)
 )

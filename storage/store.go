@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -63,8 +62,6 @@ type Store struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	maxRequest int
-
-	types sync.Map // reflect.Type → *typeInfo, filled on first use of a type
 }
 
 // New returns a Store.
@@ -234,7 +231,7 @@ func (s *Store) decode(res *registry.Resource, kv *mvccpb.KeyValue) (runtime.Obj
 }
 
 // encode returns the value to store for obj at key, without
-// resourceVersion. The value fails with ErrInvalidObject when etcd would
+// resourceVersion. The value fails with ErrTooLarge when etcd would
 // refuse it for its size.
 func (s *Store) encode(key string, obj runtime.Object, m metav1.Object) ([]byte, error) {
 	m.SetResourceVersion("")
@@ -243,7 +240,7 @@ func (s *Store) encode(key string, obj runtime.Object, m metav1.Object) ([]byte,
 		return nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
 	if n := len(value) + 3*len(key) + txnOverhead; n > s.maxRequest {
-		return nil, fmt.Errorf("object of %d bytes is too large for etcd (limit %d bytes per request): %w", len(value), s.maxRequest, ErrInvalidObject)
+		return nil, fmt.Errorf("object of %d bytes is too large for etcd (limit %d bytes per request): %w", len(value), s.maxRequest, ErrTooLarge)
 	}
 	return value, nil
 }
@@ -370,7 +367,7 @@ func etcdError(err error) error {
 	case errors.Is(err, rpctypes.ErrFutureRev):
 		return fmt.Errorf("%w: %w", ErrRevisionTooLarge, err)
 	case errors.Is(err, rpctypes.ErrRequestTooLarge):
-		return fmt.Errorf("%w: %w", ErrInvalidObject, err)
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	default:
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -205,10 +206,13 @@ func TestCreateGet(t *testing.T) {
 		t.Errorf("creationTimestamp %v, want %v", c2.CreationTimestamp, want)
 	}
 
-	// Kinds with a spec start at generation 1.
-	d := e.create(e.deployments(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "d"}})
-	if g := d.(*appsv1.Deployment).Generation; g != 1 {
-		t.Errorf("generation of a Deployment = %d, want 1", g)
+	// The generation is the caller's (upstream's strategy sets it in
+	// the gateway): storage keeps what it is given.
+	for _, g := range []int64{0, 1, 7} {
+		d := e.create(e.deployments(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("d%d", g), Generation: g}})
+		if got := d.(*appsv1.Deployment).Generation; got != g {
+			t.Errorf("generation of a Deployment created with %d = %d", g, got)
+		}
 	}
 
 	// Cluster-scoped objects lose a namespace.
@@ -300,8 +304,8 @@ func TestTooLarge(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	big := configMap("default", "big", map[string]string{"k": strings.Repeat("x", 1600*1024)})
-	if _, err := e.store.Create(ctx, e.configMaps(), big); !errors.Is(err, storage.ErrInvalidObject) {
-		t.Errorf("Create of 1.6 MiB: got %v, want ErrInvalidObject", err)
+	if _, err := e.store.Create(ctx, e.configMaps(), big); !errors.Is(err, storage.ErrTooLarge) || !errors.Is(err, storage.ErrInvalidObject) {
+		t.Errorf("Create of 1.6 MiB: got %v, want ErrTooLarge, an ErrInvalidObject", err)
 	}
 	if e.raw(e.configMaps().Key("default", "big")) != nil {
 		t.Error("the large object was stored")
@@ -366,7 +370,7 @@ func TestList(t *testing.T) {
 	if d := diff([]string{"a/a1", "a/a2"}, names(p1.Items)); d != "" || p1.Last != cms.Key("a", "a2") || p1.Remaining != 3 {
 		t.Errorf("page 1: %v, last %q, remaining %d", names(p1.Items), p1.Last, p1.Remaining)
 	}
-	if _, _, err := e.store.Delete(ctx, cms, "a", "a3", storage.DeleteOptions{}); err != nil {
+	if _, _, err := e.store.Delete(ctx, cms, "a", "a3", storage.Preconditions{}, remove); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	e.create(cms, configMap("a", "a6", nil))

@@ -25,8 +25,8 @@ type UpdateFunc func(current runtime.Object) (runtime.Object, error)
 // The object tryUpdate returns must carry no resourceVersion or the
 // current one (else ErrConflict). Its uid, creationTimestamp,
 // deletionTimestamp and deletionGracePeriodSeconds are kept from the
-// current state, its generation too, plus one when anything outside
-// metadata and status changed on a kind that tracks generation. When the
+// current state; its generation is tryUpdate's (the strategy's, as
+// upstream's rest.BeforeUpdate and PrepareForUpdate leave it). When the
 // result encodes to the stored bytes, nothing is written and the current
 // state is returned with its resourceVersion. When the object is being
 // deleted (deletionTimestamp set, deletionGracePeriodSeconds 0) and the
@@ -94,10 +94,6 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 		m.SetCreationTimestamp(curMeta.GetCreationTimestamp())
 		m.SetDeletionTimestamp(curMeta.GetDeletionTimestamp())
 		m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
-		m.SetGeneration(curMeta.GetGeneration())
-		if s.tracksGeneration(res, out) && s.specChanged(cur, out) {
-			m.SetGeneration(curMeta.GetGeneration() + 1)
-		}
 
 		var r txnResult
 		if deleteOnUpdate(m) {

@@ -38,26 +38,27 @@ func TestUpdate(t *testing.T) {
 		return out.(*appsv1.Deployment), nil
 	}
 
-	// Spec changes bump the generation; the result is stored at a new
-	// revision.
+	// The result is stored at a new revision; storage computes no
+	// generation: a spec change without one keeps the old.
 	d, err := update(storage.Preconditions{ResourceVersion: rv(t, created)}, func(d *appsv1.Deployment) { *d.Spec.Replicas = 3 })
 	if err != nil {
 		t.Fatalf("Update spec: %v", err)
 	}
-	if d.Generation != 2 || rv(t, d) != e.revision() || *d.Spec.Replicas != 3 {
-		t.Errorf("after spec update: generation %d, rv %d (current %d), replicas %d", d.Generation, rv(t, d), e.revision(), *d.Spec.Replicas)
+	if d.Generation != created.Generation || rv(t, d) != e.revision() || *d.Spec.Replicas != 3 {
+		t.Errorf("after spec update: generation %d (created %d), rv %d (current %d), replicas %d", d.Generation, created.Generation, rv(t, d), e.revision(), *d.Spec.Replicas)
 	}
 
-	// Status and metadata changes do not.
+	// The generation the update func sets (upstream's strategy, in the
+	// gateway) is stored as it is.
 	d, err = update(storage.Preconditions{}, func(d *appsv1.Deployment) {
 		d.Status.Replicas = 3
-		d.Labels = map[string]string{"a": "b"}
+		d.Generation = 42
 	})
 	if err != nil {
-		t.Fatalf("Update status: %v", err)
+		t.Fatalf("Update generation: %v", err)
 	}
-	if d.Generation != 2 {
-		t.Errorf("after status update: generation %d, want 2", d.Generation)
+	if d.Generation != 42 {
+		t.Errorf("after an update setting generation 42: generation %d", d.Generation)
 	}
 
 	// System fields cannot be changed by an update.
@@ -66,14 +67,13 @@ func TestUpdate(t *testing.T) {
 		d.UID = types.UID("other")
 		d.CreationTimestamp = later
 		d.DeletionTimestamp = &later
-		d.Generation = 42
 		d.Annotations = map[string]string{"x": "y"}
 	})
 	if err != nil {
 		t.Fatalf("Update system fields: %v", err)
 	}
-	if d.UID != created.UID || !d.CreationTimestamp.Equal(&created.CreationTimestamp) || d.DeletionTimestamp != nil || d.Generation != 2 {
-		t.Errorf("system fields changed: uid %s, created %v, deletion %v, generation %d", d.UID, d.CreationTimestamp, d.DeletionTimestamp, d.Generation)
+	if d.UID != created.UID || !d.CreationTimestamp.Equal(&created.CreationTimestamp) || d.DeletionTimestamp != nil {
+		t.Errorf("system fields changed: uid %s, created %v, deletion %v", d.UID, d.CreationTimestamp, d.DeletionTimestamp)
 	}
 	stored, err := e.store.Get(ctx, deps, "default", "d", 0)
 	if err != nil {
@@ -171,7 +171,13 @@ func TestUpdateRemovingLastFinalizer(t *testing.T) {
 	cm := configMap("default", "f", nil)
 	cm.Finalizers = []string{"example.com/a", "example.com/b"}
 	e.create(cms, cm)
-	if _, deleted, err := e.store.Delete(ctx, cms, "default", "f", storage.DeleteOptions{}); err != nil || deleted {
+	if _, deleted, err := e.store.Delete(ctx, cms, "default", "f", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
+		// As the registry marks an object with finalizers.
+		m := cur.(*corev1.ConfigMap)
+		now, zero := metav1.NewTime(t0), int64(0)
+		m.DeletionTimestamp, m.DeletionGracePeriodSeconds = &now, &zero
+		return m, storage.DeleteUpdate, nil
+	}); err != nil || deleted {
 		t.Fatalf("Delete: deleted %v, %v", deleted, err)
 	}
 	removeFinalizer := func(f string) (runtime.Object, error) {

@@ -76,15 +76,16 @@ func Builtin() []Resource {
 			FieldSelectors: eventFieldNames, Fields: eventFields},
 		{Version: "v1", Resource: "limitranges", Kind: "LimitRange", Singular: "limitrange", Namespaced: true, ShortNames: []string{"limits"}, Prefix: "/registry/limitranges"},
 		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
-			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields},
+			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields,
+			Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}}, // no deletecollection, as upstream's namespace REST
 		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status"}, Prefix: "/registry/minions",
 			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
 		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
 		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
-		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding"}, Generation: true, Prefix: "/registry/pods",
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding"}, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
-		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/controllers"},
+		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers"},
 		{Version: "v1", Resource: "resourcequotas", Kind: "ResourceQuota", Singular: "resourcequota", Namespaced: true, ShortNames: []string{"quota"}, Subresources: []string{"status"}, Prefix: "/registry/resourcequotas"},
 		{Version: "v1", Resource: "secrets", Kind: "Secret", Singular: "secret", Namespaced: true, Prefix: "/registry/secrets",
 			FieldSelectors: []string{"type"}, Fields: secretFields},
@@ -93,11 +94,11 @@ func Builtin() []Resource {
 
 		// apps/v1
 		{Group: "apps", Version: "v1", Resource: "controllerrevisions", Kind: "ControllerRevision", Singular: "controllerrevision", Namespaced: true, Prefix: "/registry/controllerrevisions"},
-		{Group: "apps", Version: "v1", Resource: "daemonsets", Kind: "DaemonSet", Singular: "daemonset", Namespaced: true, ShortNames: []string{"ds"}, Categories: all, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/daemonsets"},
-		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Singular: "deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/deployments"},
-		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/replicasets",
+		{Group: "apps", Version: "v1", Resource: "daemonsets", Kind: "DaemonSet", Singular: "daemonset", Namespaced: true, ShortNames: []string{"ds"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/daemonsets"},
+		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Singular: "deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/deployments"},
+		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/replicasets",
 			FieldSelectors: []string{"status.replicas"}, Fields: replicaSetFields},
-		{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Singular: "statefulset", Namespaced: true, ShortNames: []string{"sts"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/statefulsets"},
+		{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Singular: "statefulset", Namespaced: true, ShortNames: []string{"sts"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/statefulsets"},
 
 		// Review APIs: created, answered, never stored (no prefix).
 		{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews", Kind: "SelfSubjectReview", Singular: "selfsubjectreview", Verbs: create},
@@ -111,20 +112,20 @@ func Builtin() []Resource {
 		{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler", Singular: "horizontalpodautoscaler", Namespaced: true, ShortNames: []string{"hpa"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/horizontalpodautoscalers"},
 
 		// batch/v1
-		{Group: "batch", Version: "v1", Resource: "cronjobs", Kind: "CronJob", Singular: "cronjob", Namespaced: true, ShortNames: []string{"cj"}, Categories: all, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/cronjobs"},
-		{Group: "batch", Version: "v1", Resource: "jobs", Kind: "Job", Singular: "job", Namespaced: true, Categories: all, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/jobs",
+		{Group: "batch", Version: "v1", Resource: "cronjobs", Kind: "CronJob", Singular: "cronjob", Namespaced: true, ShortNames: []string{"cj"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/cronjobs"},
+		{Group: "batch", Version: "v1", Resource: "jobs", Kind: "Job", Singular: "job", Namespaced: true, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/jobs",
 			FieldSelectors: []string{"status.successful"}, Fields: jobFields},
 
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Singular: "lease", Namespaced: true, Prefix: "/registry/leases"},
-		{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true, Generation: true, Prefix: "/registry/endpointslices"},
+		{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true, Prefix: "/registry/endpointslices"},
 		{Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
 			StorageKind: corev1.SchemeGroupVersion.WithKind("Event")},
 
 		{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses", Kind: "IngressClass", Singular: "ingressclass", Prefix: "/registry/ingressclasses"},
-		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress", Singular: "ingress", Namespaced: true, ShortNames: []string{"ing"}, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/ingress"},
-		{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies", Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Generation: true, Prefix: "/registry/networkpolicies"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress", Singular: "ingress", Namespaced: true, ShortNames: []string{"ing"}, Subresources: []string{"status"}, Prefix: "/registry/ingress"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies", Kind: "NetworkPolicy", Singular: "networkpolicy", Namespaced: true, ShortNames: []string{"netpol"}, Prefix: "/registry/networkpolicies"},
 
-		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Singular: "poddisruptionbudget", Namespaced: true, ShortNames: []string{"pdb"}, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/poddisruptionbudgets"},
+		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Singular: "poddisruptionbudget", Namespaced: true, ShortNames: []string{"pdb"}, Subresources: []string{"status"}, Prefix: "/registry/poddisruptionbudgets"},
 
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings", Kind: "ClusterRoleBinding", Singular: "clusterrolebinding", Prefix: "/registry/clusterrolebindings"},
 		{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles", Kind: "ClusterRole", Singular: "clusterrole", Prefix: "/registry/clusterroles"},
@@ -134,14 +135,14 @@ func Builtin() []Resource {
 		{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses", Kind: "PriorityClass", Singular: "priorityclass", ShortNames: []string{"pc"}, Prefix: "/registry/priorityclasses"},
 		{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses", Kind: "StorageClass", Singular: "storageclass", ShortNames: []string{"sc"}, Prefix: "/registry/storageclasses"},
 
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations", Kind: "MutatingWebhookConfiguration", Singular: "mutatingwebhookconfiguration", Categories: ext, Generation: true, Prefix: "/registry/mutatingwebhookconfigurations"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations", Kind: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration", Categories: ext, Generation: true, Prefix: "/registry/validatingwebhookconfigurations"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/validatingadmissionpolicies"},
-		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}, Generation: true, Prefix: "/registry/validatingadmissionpolicybindings"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations", Kind: "MutatingWebhookConfiguration", Singular: "mutatingwebhookconfiguration", Categories: ext, Prefix: "/registry/mutatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations", Kind: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration", Categories: ext, Prefix: "/registry/validatingwebhookconfigurations"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{"status"}, Prefix: "/registry/validatingadmissionpolicies"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}, Prefix: "/registry/validatingadmissionpolicybindings"},
 
 		// apiextensions-apiserver's CRD REST: short names and categories
 		// as its ShortNames and Categories, kube-apiserver's key.
-		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Kind: "CustomResourceDefinition", Singular: "customresourcedefinition", ShortNames: []string{"crd", "crds"}, Categories: ext, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/apiextensions.k8s.io/customresourcedefinitions"},
+		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Kind: "CustomResourceDefinition", Singular: "customresourcedefinition", ShortNames: []string{"crd", "crds"}, Categories: ext, Subresources: []string{"status"}, Prefix: "/registry/apiextensions.k8s.io/customresourcedefinitions"},
 	}
 }
 

@@ -33,11 +33,6 @@ type Resource struct {
 	// create, delete, deletecollection, get, list, patch, update, watch.
 	Verbs []string
 
-	// Generation: objects track metadata.generation, as kube-apiserver's
-	// strategy for the resource does: 1 on create, one more whenever
-	// anything outside metadata and status changes.
-	Generation bool
-
 	// Prefix is the etcd key prefix, without trailing slash, identical to
 	// kube-apiserver's: "/registry/minions" for nodes. Empty for a
 	// create-only resource that stores nothing (the review APIs).

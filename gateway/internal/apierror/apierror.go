@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kgate/kgate/storage"
@@ -275,4 +276,16 @@ func PolicyDenied(policy, binding string, reason metav1.StatusReason, msg string
 		Status: metav1.StatusFailure, Message: m, Reason: reason, Code: code,
 		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Message: m}}},
 	}}
+}
+
+// Deleted is kube-apiserver's answer to a delete that removed an object
+// of a resource whose registry store does not return the object (its
+// finalizeDelete): Success, with the details naming the object and, as
+// upstream does, the resource in the kind field; no code.
+func Deleted(qualified schema.GroupResource, name string, uid types.UID) *metav1.Status {
+	return &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: name, Group: qualified.Group, Kind: qualified.Resource, UID: uid},
+	}
 }

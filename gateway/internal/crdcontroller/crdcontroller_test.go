@@ -11,9 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/backend"
+	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/storagetest"
 )
 
@@ -107,9 +111,16 @@ func TestController(t *testing.T) {
 	if _, err := cli.Put(t.Context(), keep, `{}`); err != nil {
 		t.Fatal(err)
 	}
-	// The first delete marks the CRD (storage: finalizer, Terminating);
-	// the controller deletes the objects and then the CRD.
-	obj, deleted, err := b.Store.Delete(t.Context(), res, "", "widgets.example.com", storage.DeleteOptions{})
+	// The first delete marks the CRD (upstream's REST.Delete through
+	// builtin: finalizer, Terminating); the controller deletes the
+	// objects and then the CRD.
+	sem, err := builtin.New(registry.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, deleted, err := b.Store.Delete(t.Context(), res, "", "widgets.example.com", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
+		return sem.Delete(t.Context(), res, cur, &metav1.DeleteOptions{})
+	})
 	if err != nil || deleted {
 		t.Fatalf("delete: deleted %v, %v; want marked for deletion", deleted, err)
 	}

@@ -68,7 +68,9 @@ func TestFeedFollowsCache(t *testing.T) {
 	del := func(resource, ns, name string) {
 		t.Helper()
 		res, _ := env.Registry.Lookup(rbacv1.SchemeGroupVersion.WithResource(resource))
-		if _, _, err := store.Delete(ctx, res, ns, name, storage.DeleteOptions{}); err != nil {
+		if _, _, err := store.Delete(ctx, res, ns, name, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
+			return cur, storage.DeleteRemove, nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,10 +3,15 @@ package rest
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/valyala/fasthttp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/authentication/user"
+	apifieldmanager "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/storage"
@@ -67,12 +72,28 @@ func (h *Handler) admit(ctx context.Context, r *request, a *admission.Attributes
 }
 
 // mutate runs the mutating admission phase; it may replace a.Object.
+// managedFields that admission leaves invalid are reset to what they were
+// before it, with upstream's warning, as kube-apiserver's
+// NewManagedFieldsValidatingAdmissionController does around its chain.
 func (h *Handler) mutate(ctx context.Context, r *request, a *admission.Attributes) error {
 	if h.cfg.Admission == nil {
 		return nil
 	}
 	defer h.warn(r, a)
-	return h.cfg.Admission.Admit(ctx, a)
+	var before []metav1.ManagedFieldsEntry
+	if m, err := meta.Accessor(a.Object); err == nil && a.Object != nil {
+		before = m.GetManagedFields()
+	}
+	if err := h.cfg.Admission.Admit(ctx, a); err != nil {
+		return err
+	}
+	if m, err := meta.Accessor(a.Object); err == nil && a.Object != nil {
+		if err := managedfields.ValidateManagedFields(m.GetManagedFields()); err != nil {
+			m.SetManagedFields(before)
+			addWarning(r, fmt.Sprintf(apifieldmanager.InvalidManagedFieldsAfterMutatingAdmissionWarningFormat, err.Error()))
+		}
+	}
+	return nil
 }
 
 // validate runs prepare (nil: nothing to prepare) on a.Object, then the

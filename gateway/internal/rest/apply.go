@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +44,12 @@ func managerName(r *request, optionsKind string) (string, error) {
 // over live (nil for a create), as upstream's create, update and patch
 // handlers do before admission. An apply has recorded its own.
 func (h *Handler) manageFields(r *request, live, obj runtime.Object) (runtime.Object, error) {
+	if r.dropManagedFields {
+		if m, err := meta.Accessor(obj); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
 	if h.cfg.FieldManager == nil || r.applied {
 		return obj, nil
 	}

@@ -82,11 +82,11 @@ type fakeStore struct {
 	// if their names were taken; tried records every name Create saw.
 	clashes int
 	tried   []string
-	// pending makes Delete leave the object (finalizers): deleted false.
-	pending  bool
+	// tooLarge makes Create and Update refuse objects that carry
+	// managedFields as too large for etcd.
+	tooLarge bool
 	lastList []storage.ListOptions
 	lastPre  storage.Preconditions
-	lastDel  storage.DeleteOptions
 	lastGet  int64
 	created  runtime.Object
 }
@@ -156,6 +156,9 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, err
 	}
+	if s.tooLarge && len(m.ManagedFields) > 0 {
+		return nil, fmt.Errorf("cannot create: %w", storage.ErrTooLarge)
+	}
 	s.mu.Lock()
 	s.tried = append(s.tried, m.Name)
 	clash := s.clashes > 0
@@ -200,14 +203,17 @@ func (s *fakeStore) Update(_ context.Context, res *registry.Resource, ns, name s
 	if err != nil {
 		return nil, err
 	}
+	if m, err := objectMeta(next); err == nil && s.tooLarge && len(m.ManagedFields) > 0 {
+		return nil, fmt.Errorf("cannot update: %w", storage.ErrTooLarge)
+	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	return s.w.put(key, next), nil
 }
 
-func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name string, opts storage.DeleteOptions) (runtime.Object, bool, error) {
+func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, decide storage.DeleteFunc) (runtime.Object, bool, error) {
 	s.record("delete")
-	s.lastDel = opts
+	s.lastPre = pre
 	if s.deleteErr != nil {
 		return nil, false, s.deleteErr
 	}
@@ -218,8 +224,15 @@ func (s *fakeStore) Delete(_ context.Context, res *registry.Resource, ns, name s
 	if !ok {
 		return nil, false, fmt.Errorf("cannot delete: %w", storage.ErrNotFound)
 	}
-	if s.pending {
+	next, action, err := decide(cur.DeepCopyObject())
+	if err != nil {
+		return nil, false, err
+	}
+	switch action {
+	case storage.DeleteKeep:
 		return cur.DeepCopyObject(), false, nil
+	case storage.DeleteUpdate:
+		return s.w.put(key, next), false, nil
 	}
 	delete(s.w.objs, key)
 	delete(s.w.modRevs, key)
@@ -340,6 +353,8 @@ type fakeAdmission struct {
 	warning     string
 	// label: Admit adds this label to created and updated objects.
 	label string
+	// corrupt: Admit leaves managedFields invalid.
+	corrupt bool
 }
 
 func (a *fakeAdmission) log(s string) {
@@ -362,6 +377,13 @@ func (a *fakeAdmission) Admit(_ context.Context, at *admission.Attributes) error
 			m.Labels = map[string]string{}
 		}
 		m.Labels[a.label] = "yes"
+	}
+	if a.corrupt && at.Object != nil {
+		m, err := objectMeta(at.Object)
+		if err != nil {
+			return err
+		}
+		m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "outdated-webhook", Operation: "Bogus"}}
 	}
 	return a.admitErr
 }

@@ -34,7 +34,7 @@ type objectStore interface {
 	List(ctx context.Context, res *registry.Resource, ns string, opts storage.ListOptions) (*storage.ListResult, error)
 	Create(ctx context.Context, res *registry.Resource, obj runtime.Object) (runtime.Object, error)
 	Update(ctx context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, f storage.UpdateFunc) (runtime.Object, error)
-	Delete(ctx context.Context, res *registry.Resource, ns, name string, opts storage.DeleteOptions) (runtime.Object, bool, error)
+	Delete(ctx context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, decide storage.DeleteFunc) (runtime.Object, bool, error)
 }
 
 // cacheReader reads cache nodes.
@@ -170,6 +170,9 @@ type request struct {
 	// applied: the write is a server-side apply whose managedFields the
 	// field manager has recorded already.
 	applied bool
+	// dropManagedFields: the write is tried again without managedFields,
+	// its result having been too large for etcd with them.
+	dropManagedFields bool
 }
 
 // Serve handles a resource request for res.

@@ -420,6 +420,26 @@ func TestContentNegotiation(t *testing.T) {
 				t.Errorf("table %s: %v", b, err)
 			}
 		}},
+		// Old kubectl asks for v1beta1: the table and its rows' metadata
+		// in that version, as upstream's asTable.
+		{"application/json;as=Table;v=v1beta1;g=meta.k8s.io", "pods", "application/json", client.JSON, func(t *testing.T, b []byte) {
+			var tbl struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Rows       []struct {
+					Object struct {
+						APIVersion string `json:"apiVersion"`
+						Kind       string `json:"kind"`
+					} `json:"object"`
+				} `json:"rows"`
+			}
+			if err := jsonUnmarshal(b, &tbl); err != nil || tbl.Kind != "Table" || tbl.APIVersion != "meta.k8s.io/v1beta1" || len(tbl.Rows) != 1 {
+				t.Fatalf("table %s: %v", b, err)
+			}
+			if o := tbl.Rows[0].Object; o.APIVersion != "meta.k8s.io/v1beta1" || o.Kind != "PartialObjectMetadata" {
+				t.Errorf("row object %s %s, want meta.k8s.io/v1beta1 PartialObjectMetadata", o.APIVersion, o.Kind)
+			}
+		}},
 		{"application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io", "pods", "application/json", client.JSON, func(t *testing.T, b []byte) {
 			var l metav1.PartialObjectMetadataList
 			if err := jsonUnmarshal(b, &l); err != nil || l.Kind != "PartialObjectMetadataList" || len(l.Items) != 1 || l.Items[0].Labels["app"] != "web" {

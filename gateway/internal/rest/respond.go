@@ -152,7 +152,14 @@ func (h *Handler) tableVersion(r *request, t *metav1.Table, err error) (*metav1.
 		return nil, apierror.BadRequest(err.Error())
 	}
 	if r.media.AsVersion == "v1beta1" {
+		// As upstream's asTable: the table and the PartialObjectMetadata
+		// of its rows in the version asked for.
 		t.APIVersion = "meta.k8s.io/v1beta1"
+		for i := range t.Rows {
+			if p, ok := t.Rows[i].Object.Object.(*metav1.PartialObjectMetadata); ok {
+				p.APIVersion = "meta.k8s.io/v1beta1"
+			}
+		}
 	}
 	return t, nil
 }

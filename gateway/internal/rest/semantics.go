@@ -3,17 +3,21 @@ package rest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/storage/names"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -28,6 +32,12 @@ type Semantics interface {
 	Default(obj runtime.Object)
 	Create(ctx context.Context, res *registry.Resource, subresource string, obj runtime.Object) (builtin.Result, error)
 	Update(ctx context.Context, res *registry.Resource, subresource string, obj, old runtime.Object) (builtin.Result, error)
+	// Delete decides what a delete does to the current state of an
+	// object (rest.BeforeDelete, graceful deletion, finalizers).
+	Delete(ctx context.Context, res *registry.Resource, obj runtime.Object, opts *metav1.DeleteOptions) (runtime.Object, storage.DeleteAction, error)
+	// ReturnsDeletedObject: a delete answers with the object rather
+	// than a Success Status.
+	ReturnsDeletedObject(res *registry.Resource) bool
 }
 
 // defaulted applies upstream's decode-time defaults to obj, a served
@@ -65,7 +75,7 @@ func (h *Handler) prepareCreate(ctx context.Context, r *request, obj runtime.Obj
 func (h *Handler) strategyUpdate(ctx context.Context, r *request, subresource string, obj, old runtime.Object) (runtime.Object, error) {
 	res, err := h.cfg.Semantics.Update(ctx, r.res, subresource, obj, old)
 	if errors.Is(err, builtin.ErrUnknown) {
-		res, err = genericUpdate(r.res, obj, old)
+		res, err = genericUpdate(r.res, subresource, obj, old)
 	}
 	if err != nil {
 		return nil, err
@@ -108,7 +118,8 @@ var warningEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ")
 
 // genericCreate is what upstream applies to objects of resources that have
 // no strategy of their own among the built-ins (custom resources): the
-// name from generateName (upstream's simple name generator) and ObjectMeta
+// name from generateName (upstream's simple name generator), generation 1
+// (the custom resource strategy's PrepareForCreate) and ObjectMeta
 // validation with DNS subdomain names.
 func genericCreate(res *registry.Resource, obj runtime.Object) (builtin.Result, error) {
 	m, err := meta.Accessor(obj)
@@ -118,6 +129,7 @@ func genericCreate(res *registry.Resource, obj runtime.Object) (builtin.Result, 
 	if m.GetName() == "" && m.GetGenerateName() != "" {
 		m.SetName(names.SimpleNameGenerator.GenerateName(m.GetGenerateName()))
 	}
+	m.SetGeneration(1)
 	errs := apivalidation.ValidateObjectMetaAccessor(m, res.Namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	if len(errs) > 0 {
 		return builtin.Result{Errors: errs}, nil
@@ -125,9 +137,10 @@ func genericCreate(res *registry.Resource, obj runtime.Object) (builtin.Result, 
 	return builtin.Result{Object: obj}, nil
 }
 
-// genericUpdate is genericCreate's update: ObjectMeta validation and
+// genericUpdate is genericCreate's update: the generation rule of
+// upstream's custom resource strategy, ObjectMeta validation and
 // upstream's rules for metadata changes.
-func genericUpdate(res *registry.Resource, obj, old runtime.Object) (builtin.Result, error) {
+func genericUpdate(res *registry.Resource, subresource string, obj, old runtime.Object) (builtin.Result, error) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return builtin.Result{}, err
@@ -136,12 +149,69 @@ func genericUpdate(res *registry.Resource, obj, old runtime.Object) (builtin.Res
 	if err != nil {
 		return builtin.Result{}, err
 	}
+	gen, err := genericGeneration(res, subresource, obj, old)
+	if err != nil {
+		return builtin.Result{}, err
+	}
+	m.SetGeneration(gen)
 	errs := apivalidation.ValidateObjectMetaAccessor(m, res.Namespaced, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 	errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(m, om, field.NewPath("metadata"))...)
 	if len(errs) > 0 {
 		return builtin.Result{Errors: errs}, nil
 	}
 	return builtin.Result{Object: obj}, nil
+}
+
+// genericGeneration is the generation of obj updated over old as
+// upstream's custom resource strategy computes it (rest.BeforeUpdate keeps
+// the old one, PrepareForUpdate adds one when anything outside metadata
+// changed, status excluded when the resource has a status subresource);
+// a status update keeps it.
+func genericGeneration(res *registry.Resource, subresource string, obj, old runtime.Object) (int64, error) {
+	om, err := meta.Accessor(old)
+	if err != nil {
+		return 0, err
+	}
+	gen := om.GetGeneration()
+	if subresource != "" {
+		return gen, nil
+	}
+	cur, err := content(obj)
+	if err != nil {
+		return 0, err
+	}
+	prev, err := content(old)
+	if err != nil {
+		return 0, err
+	}
+	skip := func(k string) bool {
+		return k == "metadata" || k == "apiVersion" || k == "kind" || (k == "status" && res.HasSubresource("status"))
+	}
+	strip := func(in map[string]any) map[string]any {
+		out := make(map[string]any, len(in))
+		for k, v := range in {
+			if !skip(k) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if !equality.Semantic.DeepEqual(strip(cur), strip(prev)) {
+		gen++
+	}
+	return gen, nil
+}
+
+// content returns obj's fields as unstructured content.
+func content(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return u.UnstructuredContent(), nil
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("cannot compare %T: %w", obj, err)
+	}
+	return out, nil
 }
 
 // kgate runs no resource quota controller: its ResourceQuota admission

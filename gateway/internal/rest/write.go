@@ -188,6 +188,14 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 			return h.writeObject(r, 201, out)
 		}
 		stored, err := h.store(ctx, r, out)
+		if errors.Is(err, storage.ErrTooLarge) && !r.applied {
+			// As upstream's create handler: managedFields (which can be
+			// large) are dropped and the write tried once more.
+			if m, merr := meta.Accessor(out); merr == nil && len(m.GetManagedFields()) > 0 {
+				m.SetManagedFields(nil)
+				stored, err = h.store(ctx, r, out)
+			}
+		}
 		if generate && attempt < generateNameAttempts && errors.Is(err, storage.ErrAlreadyExists) {
 			h.finish(ctx, a, nil, err)
 			a.Name = ""
@@ -283,13 +291,27 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, fieldErrors("metadata.resourceVersion", m.ResourceVersion, "must be a positive integer"))
 		}
 	}
-	out, err := h.updateStored(ctx, r, dry, pre, func(cur runtime.Object) (runtime.Object, error) {
-		return h.prepareUpdate(ctx, r, dry, sent, cur)
+	out, err := h.retryTooLarge(r, func() (runtime.Object, error) {
+		return h.updateStored(ctx, r, dry, pre, func(cur runtime.Object) (runtime.Object, error) {
+			return h.prepareUpdate(ctx, r, dry, sent, cur)
+		})
 	})
 	if err != nil {
 		return err
 	}
 	return h.writeObject(r, 200, out)
+}
+
+// retryTooLarge runs write, and once more without managedFields when its
+// result was too large for etcd, as upstream's update and patch handlers
+// do (not for apply patches, whose managedFields are the point).
+func (h *Handler) retryTooLarge(r *request, write func() (runtime.Object, error)) (runtime.Object, error) {
+	out, err := write()
+	if errors.Is(err, storage.ErrTooLarge) && !r.applied && !r.dropManagedFields {
+		r.dropManagedFields = true
+		out, err = write()
+	}
+	return out, err
 }
 
 func (h *Handler) patch(ctx context.Context, r *request) error {
@@ -322,8 +344,10 @@ func (h *Handler) patch(ctx context.Context, r *request) error {
 	if r.info.Subresource == "scale" {
 		return h.patchScale(ctx, r, dry, pt, body)
 	}
-	out, err := h.updateStored(ctx, r, dry, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
-		return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
+	out, err := h.retryTooLarge(r, func() (runtime.Object, error) {
+		return h.updateStored(ctx, r, dry, storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
+			return h.applyPatch(ctx, r, dry, pt, fv, body, cur)
+		})
 	})
 	if err != nil {
 		return err
@@ -440,30 +464,36 @@ func (h *Handler) deleteOptions(r *request) (*metav1.DeleteOptions, error) {
 	return opts, nil
 }
 
-func storageDeleteOptions(opts *metav1.DeleteOptions) (storage.DeleteOptions, error) {
-	out := storage.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds}
-	if opts.PropagationPolicy != nil {
-		out.PropagationPolicy = string(*opts.PropagationPolicy)
-	} else if opts.OrphanDependents != nil {
-		if *opts.OrphanDependents {
-			out.PropagationPolicy = string(metav1.DeletePropagationOrphan)
-		} else {
-			out.PropagationPolicy = string(metav1.DeletePropagationBackground)
-		}
+// deleter decides, for storage, what a delete with opts does to the
+// current state of r's object: upstream's rest.BeforeDelete and registry
+// rules through Semantics.Delete, on the object in its served form. It
+// remembers the last decision (storage asks again after a conflict).
+type deleter struct {
+	h      *Handler
+	ctx    context.Context
+	r      *request
+	opts   *metav1.DeleteOptions
+	action storage.DeleteAction
+}
+
+func (d *deleter) decide(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
+	served, err := d.h.toServed(d.r.res, cur)
+	if err != nil {
+		return nil, 0, err
 	}
-	if p := opts.Preconditions; p != nil {
-		if p.UID != nil {
-			out.Preconditions.UID = string(*p.UID)
-		}
-		if p.ResourceVersion != nil && *p.ResourceVersion != "" {
-			rv, err := strconv.ParseInt(*p.ResourceVersion, 10, 64)
-			if err != nil || rv <= 0 {
-				return out, apierror.BadRequest(fmt.Sprintf("invalid precondition resourceVersion %q", *p.ResourceVersion))
-			}
-			out.Preconditions.ResourceVersion = rv
-		}
+	out, action, err := d.h.cfg.Semantics.Delete(d.ctx, d.r.res, served, d.opts)
+	if err != nil {
+		return nil, 0, err
 	}
-	return out, nil
+	d.action = action
+	if action != storage.DeleteUpdate {
+		return cur, action, nil
+	}
+	out, err = d.h.toStored(d.r.res, out)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, action, nil
 }
 
 func (h *Handler) delete(ctx context.Context, r *request) error {
@@ -471,11 +501,8 @@ func (h *Handler) delete(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	sopts, err := storageDeleteOptions(opts)
-	if err != nil {
-		return err
-	}
 	dry := len(opts.DryRun) > 0
+	d := &deleter{h: h, ctx: ctx, r: r, opts: opts}
 	var a *admission.Attributes
 	if dry || h.cfg.Admission != nil {
 		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
@@ -488,10 +515,18 @@ func (h *Handler) delete(ctx context.Context, r *request) error {
 			return err
 		}
 		if dry {
-			return h.writeObject(r, 200, cur)
+			// What the delete would do, stored nowhere.
+			out, action, err := d.decide(cur.DeepCopyObject())
+			if err != nil {
+				return err
+			}
+			if action == storage.DeleteUpdate {
+				return h.deletePending(r, opts, out)
+			}
+			return h.deleted(r, cur)
 		}
 	}
-	obj, deleted, err := h.cfg.Store.Delete(ctx, r.res, r.info.Namespace, r.info.Name, sopts)
+	obj, deleted, err := h.cfg.Store.Delete(ctx, r.res, r.info.Namespace, r.info.Name, storage.Preconditions{}, d.decide)
 	if deleted || err != nil {
 		h.finish(ctx, a, obj, err)
 	}
@@ -501,14 +536,48 @@ func (h *Handler) delete(ctx context.Context, r *request) error {
 	if deleted {
 		h.releaseAllocations(obj)
 	}
-	if !deleted {
-		// Deletion is pending (finalizers, a grace period): 202 with the
-		// object, as kube-apiserver answers.
-		return h.writeObject(r, 202, obj)
+	if deleted || d.action == storage.DeleteKeep {
+		return h.deleted(r, obj)
 	}
-	return h.writeObject(r, 200, obj)
+	return h.deletePending(r, opts, obj)
 }
 
+// deleted answers a delete that removed obj (or found its graceful
+// deletion pending) as upstream's registry store's finalizeDelete: the
+// object for resources whose store returns it, else a Success Status
+// naming it.
+func (h *Handler) deleted(r *request, obj runtime.Object) error {
+	if h.cfg.Semantics.ReturnsDeletedObject(r.res) {
+		return h.writeObject(r, 200, obj)
+	}
+	m, err := objectMeta(obj)
+	if err != nil {
+		return err
+	}
+	st := apierror.Deleted(r.res.GVR().GroupResource(), m.Name, m.UID)
+	body, err := h.cfg.Codec.Encode(st, r.media.Format, r.media.Pretty)
+	if err != nil {
+		return err
+	}
+	return h.send(r, 200, r.media.ContentType(), body)
+}
+
+// deletePending answers a delete that left the object (finalizers, a
+// grace period) with its new state: 200, or 202 when the client asked
+// for orphanDependents=false, as upstream's delete handler.
+func (h *Handler) deletePending(r *request, opts *metav1.DeleteOptions, obj runtime.Object) error {
+	code := 200
+	//nolint:staticcheck // upstream still answers the deprecated option
+	if o := opts.OrphanDependents; o != nil && !*o {
+		code = 202
+	}
+	return h.writeObject(r, code, obj)
+}
+
+// deleteCollection deletes each object of the list that matches the
+// selectors, as upstream's registry store: every object through the
+// delete of one (admission, rest.BeforeDelete, finalizers), objects gone
+// meanwhile skipped, and the answer the list of the objects as listed.
 func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 	o, err := parseListOptions(r.rc.QueryArgs(), r.res, false)
 	if err != nil {
@@ -518,16 +587,17 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	sopts, err := storageDeleteOptions(opts)
-	if err != nil {
-		return err
-	}
-	var deletedObjs []runtime.Object
+	dry := len(opts.DryRun) > 0
+	var listed []runtime.Object
+	var listRev int64
 	lopts := storage.ListOptions{Limit: h.cfg.ListPageSize}
 	for {
 		page, err := h.cfg.Store.List(ctx, r.res, r.info.Namespace, lopts)
 		if err != nil {
 			return err
+		}
+		if listRev == 0 {
+			listRev = page.Revision
 		}
 		for _, obj := range page.Items {
 			ok, err := h.matches(r, obj, o.labels, o.fields)
@@ -535,17 +605,17 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 				continue
 			}
 			m, _ := objectMeta(obj)
-			dry := len(opts.DryRun) > 0
+			listed = append(listed, obj)
 			a := h.attributes(r, admission.Delete, nil, obj, dry)
 			a.Namespace, a.Name, a.Options = m.Namespace, m.Name, opts
 			if _, err := h.admit(ctx, r, a, nil); err != nil {
 				return err
 			}
 			if dry {
-				deletedObjs = append(deletedObjs, obj)
 				continue
 			}
-			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, sopts)
+			d := &deleter{h: h, ctx: ctx, r: r, opts: opts}
+			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, storage.Preconditions{}, d.decide)
 			if deleted || err != nil {
 				h.finish(ctx, a, out, err)
 			}
@@ -558,12 +628,11 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 			if deleted {
 				h.releaseAllocations(out)
 			}
-			deletedObjs = append(deletedObjs, out)
 		}
 		if page.Last == "" {
 			break
 		}
 		lopts.Revision, lopts.After = page.Revision, page.Last
 	}
-	return h.writeObjectList(r, deletedObjs, 0, "", nil)
+	return h.writeObjectList(r, listed, listRev, "", nil)
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/storage"
@@ -369,51 +370,77 @@ func TestPatch(t *testing.T) {
 	}
 }
 
+// TestDelete: deletes go through upstream's rest.BeforeDelete and
+// registry rules (builtin.Semantics.Delete) and answer as upstream's
+// delete handler: the object for resources whose store returns it (pods),
+// a Success Status naming the object otherwise (configmaps), the object
+// with its deletionTimestamp when deletion is pending (200; 202 only for
+// orphanDependents=false).
 func TestDelete(t *testing.T) {
+	bound := func(finalizers ...string) runtime.Object {
+		p := pod("ns", "p", nil)
+		p.Spec.NodeName = "n1"
+		p.Finalizers = finalizers
+		return p
+	}
+	unbound := func() runtime.Object { return pod("ns", "p", nil) }
+	cm := func(finalizers ...string) runtime.Object {
+		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Finalizers: finalizers}}
+	}
+	type want struct {
+		code    int
+		deleted bool
+		answer  string // "object", "status", "" (an error)
+		grace   *int64 // deletionGracePeriodSeconds of the answered object
+		final   []string
+	}
 	for _, tc := range []struct {
-		name     string
-		uri      string
-		body     string
-		pending  bool
-		wantCode int
-		wantOpts storage.DeleteOptions
-		deleted  bool
+		name string
+		gvr  schema.GroupVersionResource
+		obj  runtime.Object
+		uri  string
+		body string
+		want want
 	}{
-		{"plain", "/api/v1/namespaces/ns/pods/p", "", false, 200, storage.DeleteOptions{}, true},
-		{"pending finalizers", "/api/v1/namespaces/ns/pods/p", "", true, 202, storage.DeleteOptions{}, false},
-		{"query options", "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=0&propagationPolicy=Foreground", "", false, 200,
-			storage.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), PropagationPolicy: "Foreground"}, true},
-		{"orphanDependents", "/api/v1/namespaces/ns/pods/p?orphanDependents=true", "", false, 200,
-			storage.DeleteOptions{PropagationPolicy: "Orphan"}, true},
-		{"body preconditions", "/api/v1/namespaces/ns/pods/p",
-			`{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"uid-p","resourceVersion":"101"},"propagationPolicy":"Background"}`, false, 200,
-			storage.DeleteOptions{Preconditions: storage.Preconditions{UID: "uid-p", ResourceVersion: 101}, PropagationPolicy: "Background"}, true},
-		{"both orphan and propagation", "/api/v1/namespaces/ns/pods/p?orphanDependents=true&propagationPolicy=Orphan", "", false, 422, storage.DeleteOptions{}, false},
-		{"unknown propagation", "/api/v1/namespaces/ns/pods/p?propagationPolicy=Later", "", false, 422, storage.DeleteOptions{}, false},
-		{"bad grace period", "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=x", "", false, 400, storage.DeleteOptions{}, false},
-		{"bad precondition", "/api/v1/namespaces/ns/pods/p", `{"preconditions":{"resourceVersion":"x"}}`, false, 400, storage.DeleteOptions{}, false},
-		{"malformed body", "/api/v1/namespaces/ns/pods/p", `{`, false, 400, storage.DeleteOptions{}, false},
-		{"missing", "/api/v1/namespaces/ns/pods/gone", "", false, 404, storage.DeleteOptions{}, false},
-		{"dry run", "/api/v1/namespaces/ns/pods/p?dryRun=All", "", false, 200, storage.DeleteOptions{}, false},
+		{"unbound pod", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p", "", want{200, true, "object", nil, nil}},
+		{"bound pod: graceful", podsGVR, bound(), "/api/v1/namespaces/ns/pods/p", "", want{200, false, "object", ptr.To[int64](30), nil}},
+		{"bound pod: grace from the query", podsGVR, bound(), "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=7", "", want{200, false, "object", ptr.To[int64](7), nil}},
+		{"bound pod: grace 0", podsGVR, bound(), "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=0", "", want{200, true, "object", nil, nil}},
+		{"pod with a finalizer", podsGVR, bound("example.com/f"), "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=0", "", want{200, false, "object", ptr.To[int64](0), []string{"example.com/f"}}},
+		{"configmap", configmapsGVR, cm(), "/api/v1/namespaces/ns/configmaps/p", "", want{200, true, "status", nil, nil}},
+		{"configmap with a finalizer", configmapsGVR, cm("example.com/f"), "/api/v1/namespaces/ns/configmaps/p", "", want{200, false, "object", ptr.To[int64](0), []string{"example.com/f"}}},
+		{"configmap foreground", configmapsGVR, cm(), "/api/v1/namespaces/ns/configmaps/p?propagationPolicy=Foreground", "", want{200, false, "object", ptr.To[int64](0), []string{metav1.FinalizerDeleteDependents}}},
+		{"configmap orphan", configmapsGVR, cm(), "/api/v1/namespaces/ns/configmaps/p?orphanDependents=true", "", want{200, false, "object", ptr.To[int64](0), []string{metav1.FinalizerOrphanDependents}}},
+		{"orphanDependents=false pending", configmapsGVR, cm("example.com/f"), "/api/v1/namespaces/ns/configmaps/p?orphanDependents=false", "", want{202, false, "object", ptr.To[int64](0), []string{"example.com/f"}}},
+		{"background removes the orphan finalizer", configmapsGVR, cm(metav1.FinalizerOrphanDependents), "/api/v1/namespaces/ns/configmaps/p?propagationPolicy=Background", "", want{200, true, "status", nil, nil}},
+		{"body preconditions hold", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p",
+			`{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"uid-p","resourceVersion":"101"}}`, want{200, true, "object", nil, nil}},
+		{"uid precondition fails", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p", `{"preconditions":{"uid":"other"}}`, want{409, false, "", nil, nil}},
+		{"resourceVersion precondition fails", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p", `{"preconditions":{"resourceVersion":"x"}}`, want{409, false, "", nil, nil}},
+		{"both orphan and propagation", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p?orphanDependents=true&propagationPolicy=Orphan", "", want{422, false, "", nil, nil}},
+		{"unknown propagation", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p?propagationPolicy=Later", "", want{422, false, "", nil, nil}},
+		{"bad grace period", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p?gracePeriodSeconds=x", "", want{400, false, "", nil, nil}},
+		{"malformed body", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p", `{`, want{400, false, "", nil, nil}},
+		{"missing", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/gone", "", want{404, false, "", nil, nil}},
+		{"dry run pod", podsGVR, unbound(), "/api/v1/namespaces/ns/pods/p?dryRun=All", "", want{200, false, "object", nil, nil}},
+		{"dry run configmap", configmapsGVR, cm(), "/api/v1/namespaces/ns/configmaps/p?dryRun=All", "", want{200, false, "status", nil, nil}},
+		{"dry run pending", podsGVR, bound(), "/api/v1/namespaces/ns/pods/p?dryRun=All", "", want{200, false, "object", ptr.To[int64](30), nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.seed(podsGVR, pod("ns", "p", nil))
-			e.store.pending = tc.pending
+			e.seed(tc.gvr, tc.obj)
 			var body []byte
 			if tc.body != "" {
 				body = []byte(tc.body)
 			}
 			r := e.do("DELETE", tc.uri, body)
-			if r.code != tc.wantCode {
-				t.Fatalf("code %d, want %d (%+v)", r.code, tc.wantCode, r.status)
+			if r.code != tc.want.code {
+				t.Fatalf("code %d, want %d (%+v)", r.code, tc.want.code, r.status)
 			}
-			gone := e.stored(podsGVR, "ns", "p") == nil
-			if gone != tc.deleted {
-				t.Errorf("deleted %v, want %v", gone, tc.deleted)
-			}
-			if r.code/100 != 2 {
-				return
+			after := e.stored(tc.gvr, "ns", "p")
+			if gone := after == nil; gone != tc.want.deleted {
+				t.Errorf("deleted %v, want %v", gone, tc.want.deleted)
 			}
 			if strings.Contains(tc.uri, "dryRun") {
 				if e.store.called("delete") {
@@ -422,13 +449,37 @@ func TestDelete(t *testing.T) {
 				if got := e.adm.got(); !slices.Equal(got, []string{"admit DELETE ns/p dry=true", "validate DELETE"}) {
 					t.Errorf("admission %q", got)
 				}
-			} else if !equalDeleteOptions(e.store.lastDel, tc.wantOpts) {
-				t.Errorf("options %+v, want %+v", e.store.lastDel, tc.wantOpts)
 			}
-			var got corev1.Pod
-			r.decode(t, &got)
-			if got.Name != "p" {
-				t.Errorf("answered %q", got.Name)
+			switch tc.want.answer {
+			case "status":
+				var st metav1.Status
+				r.decode(t, &st)
+				if st.Kind != "Status" || st.Status != metav1.StatusSuccess || st.Details == nil ||
+					st.Details.Name != "p" || st.Details.Kind != tc.gvr.Resource || st.Details.Group != tc.gvr.Group || st.Details.UID != "uid-p" || st.Code != 0 {
+					t.Errorf("answered %s, want upstream's Success Status naming the object", r.body)
+				}
+			case "object":
+				var got metav1.PartialObjectMetadata
+				r.decode(t, &got)
+				if got.Name != "p" || got.Kind == "Status" {
+					t.Fatalf("answered %s, want the object", r.body)
+				}
+				if !ptr.Equal(got.DeletionGracePeriodSeconds, tc.want.grace) {
+					t.Errorf("deletionGracePeriodSeconds %v, want %v", ptr.Deref(got.DeletionGracePeriodSeconds, -1), ptr.Deref(tc.want.grace, -1))
+				}
+				if (tc.want.grace != nil) != (got.DeletionTimestamp != nil) {
+					t.Errorf("deletionTimestamp %v with grace %v", got.DeletionTimestamp, tc.want.grace)
+				}
+				if !slices.Equal(got.Finalizers, tc.want.final) {
+					t.Errorf("finalizers %q, want %q", got.Finalizers, tc.want.final)
+				}
+				if !tc.want.deleted && !strings.Contains(tc.uri, "dryRun") {
+					// What was answered is what is stored.
+					m, _ := objectMeta(after)
+					if !ptr.Equal(m.DeletionGracePeriodSeconds, got.DeletionGracePeriodSeconds) || !slices.Equal(m.Finalizers, got.Finalizers) {
+						t.Errorf("stored %+v, answered %+v", m, got.ObjectMeta)
+					}
+				}
 			}
 		})
 	}
@@ -447,6 +498,19 @@ func TestDeleteCollection(t *testing.T) {
 	r.decode(t, &l)
 	if len(l.Items) != 2 {
 		t.Errorf("deleted %d, want 2", len(l.Items))
+	}
+	// The answer is the list as listed, at the first page's revision.
+	if l.ResourceVersion == "" || l.ResourceVersion == "0" {
+		t.Errorf("list resourceVersion %q", l.ResourceVersion)
+	}
+	for _, p := range l.Items {
+		if p.DeletionTimestamp != nil || p.Labels["odd"] != "true" {
+			t.Errorf("answered %s with %v, %v", p.Name, p.DeletionTimestamp, p.Labels)
+		}
+	}
+	// Namespaces have no deletecollection upstream.
+	if r := e.do("DELETE", "/api/v1/namespaces", nil); r.code != http.StatusMethodNotAllowed || r.reason() != metav1.StatusReasonMethodNotAllowed {
+		t.Errorf("deletecollection of namespaces: %d %s", r.code, r.reason())
 	}
 	for i := range 5 {
 		if gone := e.stored(podsGVR, "ns", fmt.Sprint("p", i)) == nil; gone != (i%2 == 1) {
@@ -510,9 +574,4 @@ func TestMethodNotSupported(t *testing.T) {
 	if r := e.do("GET", "/api/v1/namespaces/ns/bindings/b", nil); r.code != http.StatusMethodNotAllowed || r.reason() != metav1.StatusReasonMethodNotAllowed {
 		t.Errorf("get binding: %d %s", r.code, r.reason())
 	}
-}
-
-func equalDeleteOptions(a, b storage.DeleteOptions) bool {
-	return a.Preconditions == b.Preconditions && a.PropagationPolicy == b.PropagationPolicy &&
-		ptr.Equal(a.GracePeriodSeconds, b.GracePeriodSeconds)
 }
