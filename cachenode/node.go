@@ -177,7 +177,7 @@ func New(cfg Config) (*Node, error) {
 
 	n.pub, err = publisher.New(publisher.Config{
 		NATS: cfg.NATS, Interval: cfg.ProgressInterval, Logger: cfg.Logger, Metrics: n.m.publisher,
-		Filter: cfg.PublishFilter,
+		Filter: cfg.PublishFilter, AskProgress: n.askProgress,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
@@ -209,6 +209,16 @@ type liveRanges struct{ n *Node }
 
 func (l liveRanges) Get(id string) (readapi.Range, bool) { return l.n.served.Load().Get(id) }
 func (l liveRanges) All() []readapi.Range                { return l.n.served.Load().All() }
+
+// askProgress asks the reflector of rangeID, if it runs here, for an etcd
+// progress notification (a gateway waits for the range's progress).
+func (n *Node) askProgress(rangeID string) {
+	if r, ok := n.served.Load().Get(rangeID); ok {
+		if p, ok := r.(interface{ RequestProgress() }); ok {
+			p.RequestProgress()
+		}
+	}
+}
 
 // Addr is the read API's listen address.
 func (n *Node) Addr() string { return n.api.Addr() }

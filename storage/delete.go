@@ -8,6 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -161,6 +163,24 @@ func (s *Store) planDelete(cur runtime.Object, opts DeleteOptions) (runtime.Obje
 		if len(ns.Spec.Finalizers) > 0 {
 			return cur, keepObject
 		}
+	}
+
+	// A CRD's first delete only marks it, as apiextensions-apiserver's
+	// REST.Delete: deletionTimestamp, the cleanup finalizer and the
+	// Terminating condition; the CRD controller deletes its objects, then
+	// removes the finalizer, which removes the CRD.
+	if crd, isCRD := obj.(*apiextensionsv1.CustomResourceDefinition); isCRD && m.GetDeletionTimestamp() == nil {
+		setDeletion(m, now, 0)
+		if !apiextensionshelpers.CRDHasFinalizer(crd, apiextensionsv1.CustomResourceCleanupFinalizer) {
+			crd.Finalizers = append(crd.Finalizers, apiextensionsv1.CustomResourceCleanupFinalizer)
+		}
+		apiextensionshelpers.SetCRDCondition(crd, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type:    apiextensionsv1.Terminating,
+			Status:  apiextensionsv1.ConditionTrue,
+			Reason:  "InstanceDeletionPending",
+			Message: "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+		})
+		return obj, updateObject
 	}
 
 	// Only Pods are deleted gracefully.

@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -141,5 +144,33 @@ func TestPlanDeleteNamespace(t *testing.T) {
 	got.Spec.Finalizers = nil
 	if _, action := s.planDelete(got, DeleteOptions{}); action != removeObject {
 		t.Fatalf("delete after finalize: action %v, want remove", action)
+	}
+}
+
+func TestPlanDeleteCRD(t *testing.T) {
+	s := &Store{now: func() time.Time { return time.Unix(1700000000, 0) }}
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", Generation: 3}}
+	next, action := s.planDelete(crd, DeleteOptions{})
+	if action != updateObject {
+		t.Fatalf("first delete: action %v, want update", action)
+	}
+	got := next.(*apiextensionsv1.CustomResourceDefinition)
+	if got.DeletionTimestamp == nil || got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 0 {
+		t.Errorf("first delete: deletionTimestamp %v, grace %v; want now and 0", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	if !slices.Equal(got.Finalizers, []string{apiextensionsv1.CustomResourceCleanupFinalizer}) || got.Generation != 3 {
+		t.Errorf("first delete: finalizers %v, generation %d; want the cleanup finalizer, generation kept", got.Finalizers, got.Generation)
+	}
+	c := apiextensionshelpers.FindCRDCondition(got, apiextensionsv1.Terminating)
+	if c == nil || c.Status != apiextensionsv1.ConditionTrue || c.Reason != "InstanceDeletionPending" {
+		t.Errorf("Terminating condition %+v, want True InstanceDeletionPending", c)
+	}
+	// Being deleted with the finalizer: kept until the controller removes it.
+	if again, action := s.planDelete(got, DeleteOptions{}); action == removeObject ||
+		!again.(*apiextensionsv1.CustomResourceDefinition).DeletionTimestamp.Equal(got.DeletionTimestamp) {
+		t.Errorf("second delete: action %v, want the CRD kept as it is", action)
+	}
+	if !slices.Equal(crd.Finalizers, nil) {
+		t.Error("planDelete changed its input")
 	}
 }

@@ -170,11 +170,16 @@ var minimalObjects = map[string]func(ns string) runtime.Object{
 
 // storedResources are the served built-in resources objects are created
 // in (create-only ones, the reviews and bindings, are never stored and
-// have no name to generate).
+// have no name to generate). CustomResourceDefinitions are left out: they
+// are apiextensions-apiserver's, in neither client-go's kubernetes scheme
+// nor k8s.io/kubernetes's legacyscheme these tests build objects and
+// upstream's answers with, and their name is fixed by their spec
+// (<plural>.<group>), so upstream rejects a generated one; builtin's
+// TestCRDCreate (against upstream's validation) and TestCRDAPI cover them.
 func storedResources() []registry.Resource {
 	var out []registry.Resource
 	for _, r := range registry.Builtin() {
-		if !r.CreateOnly() {
+		if !r.CreateOnly() && r.Group != "apiextensions.k8s.io" {
 			out = append(out, r)
 		}
 	}

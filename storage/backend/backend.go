@@ -50,6 +50,9 @@ type Backend struct {
 	Store      *storage.Store
 	Revisions  *revision.Oracle
 	ServiceIPs *ipalloc.Allocator
+	// Etcd is Config.Etcd, for what works on etcd below the store (the
+	// CRD controller's watch and cleanup). Not closed by Close.
+	Etcd *clientv3.Client
 
 	log *slog.Logger
 }
@@ -60,7 +63,7 @@ func Open(cfg Config) (_ *Backend, err error) {
 	if cfg.Etcd == nil || cfg.Logger == nil {
 		return nil, fmt.Errorf("%w: Etcd and Logger are required", ErrConfig)
 	}
-	b := &Backend{log: cfg.Logger}
+	b := &Backend{Etcd: cfg.Etcd, log: cfg.Logger}
 	defer func() {
 		if err != nil {
 			b.Close()

@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	published *prometheus.CounterVec
 	errors    *prometheus.CounterVec
+	requests  *prometheus.CounterVec
 }
 
 // NewMetrics makes the metrics and registers them on reg (nil: not
@@ -18,15 +19,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_cachenode_publish_errors_total", Help: "Messages that could not be published on NATS.",
 		}, []string{"range"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgate_cachenode_progress_requests_total", Help: "Progress requests from gateways handled by the range's primary.",
+		}, []string{"range"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.published, m.errors)
+		reg.MustRegister(m.published, m.errors, m.requests)
 	}
 	return m
 }
 
 type rangeMetrics struct {
-	events, progress, errors prometheus.Counter
+	events, progress, errors, requests prometheus.Counter
 }
 
 func (m *Metrics) forRange(id string) rangeMetrics {
@@ -34,5 +38,6 @@ func (m *Metrics) forRange(id string) rangeMetrics {
 		events:   m.published.WithLabelValues(id, "event"),
 		progress: m.published.WithLabelValues(id, "progress"),
 		errors:   m.errors.WithLabelValues(id),
+		requests: m.requests.WithLabelValues(id),
 	}
 }

@@ -1,7 +1,11 @@
 // Package publisher publishes the events of a cache node's ranges on NATS,
 // each once, on the subject of its range and namespace, and publishes
 // progress on a range's progress subject when the range has been idle and
-// its seen revision moved.
+// its seen revision moved, and when a gateway asks for it: a merged watch
+// holding an event of another range at revision R asks a quiet range for
+// its progress through R, and the range's primary answers as soon as its
+// reflector has seen R (asking etcd for a progress notification when it
+// has not yet).
 package publisher
 
 import (
@@ -37,6 +41,12 @@ type Config struct {
 	// false for a message (an event or a progress), the message is not
 	// sent, as if NATS lost it. Nil sends everything.
 	Filter func(*event.Event) bool
+	// AskProgress asks the reflector of rangeID for an etcd progress
+	// notification, without blocking: a gateway waits for the range's
+	// progress through a revision it has not seen yet. Its answer comes
+	// back through Seen. Nil: requests are answered only once events or
+	// progress the reflector sees anyway reach the revision.
+	AskProgress func(rangeID string)
 }
 
 // Publisher publishes the events of all ranges of a node. Event, Seen and
@@ -65,6 +75,12 @@ type rangeState struct {
 	lastBeat     time.Time
 	m            rangeMetrics
 	errLogged    time.Time // rate limit of publish error logs
+
+	// Progress requests from gateways (see Request).
+	wanted   int64     // the highest revision a gateway waits for, 0 when none
+	wantedAt time.Time // when wanted was set
+	sent     int64     // every revision up to it was covered by a published message
+	sentAt   time.Time // when sent last moved
 }
 
 // New returns a publisher.
@@ -130,14 +146,33 @@ func (p *Publisher) Event(ev *event.Event) {
 		rs.subjects[ev.Namespace] = subj
 	}
 	err := p.publish(rs, subj, ev)
+	now := p.cfg.Now()
 	if ev.Last() {
+		// Only a whole revision is seen: progress published between two
+		// events of one transaction must not claim the first one's
+		// revision complete.
 		rs.lastEvent = ev.Revision
+		rs.seen = max(rs.seen, ev.Revision)
+		if err == nil && !rs.quiet {
+			rs.markSent(ev.Revision, now)
+		}
+		if rs.wanted != 0 && rs.seen >= rs.wanted {
+			rs.wanted = 0 // the event itself answers
+		}
 	}
-	rs.seen = max(rs.seen, ev.Revision)
-	rs.lastActivity = p.cfg.Now()
+	rs.lastActivity = now
 	if err != nil {
 		p.failed(rs, ev, err)
 	}
+}
+
+// markSent records that a message covering every revision up to rev went
+// out at now.
+func (rs *rangeState) markSent(rev int64, now time.Time) {
+	if rev > rs.sent {
+		rs.sent = rev
+	}
+	rs.sentAt = now
 }
 
 // publish marshals and sends ev. Callers hold rs.mu.
@@ -174,12 +209,59 @@ func (p *Publisher) failed(rs *rangeState, ev *event.Event, err error) {
 	}
 }
 
-// Seen records that rangeID is complete up to rev.
+// Seen records that rangeID is complete up to rev, and answers a gateway
+// waiting for the range's progress through rev.
 func (p *Publisher) Seen(rangeID string, rev int64) {
 	rs := p.rangeState(rangeID)
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.seen = max(rs.seen, rev)
+	if rs.wanted != 0 && rs.seen >= rs.wanted {
+		rs.wanted = 0
+		p.publishProgress(rs, p.cfg.Now())
+	}
+}
+
+// answerWithin is how long a published message that covers a requested
+// revision answers a request for it: the requests of several gateways
+// for one event of another range come within a moment and get one
+// answer, while a gateway that asks again later (its answer was lost)
+// gets a new one. Gateways ask again after a longer pause.
+const answerWithin = 5 * time.Millisecond
+
+// Request asks for progress of rangeID through rev, on behalf of a
+// gateway whose merged watch holds an event of another range at rev. The
+// range's primary publishes its progress at once when it has seen rev,
+// else asks its reflector for an etcd progress notification and answers
+// when Seen (or an event) reaches rev. Other nodes ignore it.
+func (p *Publisher) Request(rangeID string, rev int64) {
+	p.mu.Lock()
+	rs, ok := p.ranges[rangeID]
+	p.mu.Unlock()
+	if !ok {
+		return // not reflected here
+	}
+	rs.mu.Lock()
+	if rs.quiet {
+		rs.mu.Unlock()
+		return // the primary answers
+	}
+	rs.m.requests.Inc()
+	now := p.cfg.Now()
+	if rs.seen >= rev {
+		if rs.sent < rev || now.Sub(rs.sentAt) >= answerWithin {
+			p.publishProgress(rs, now)
+		}
+		rs.mu.Unlock()
+		return
+	}
+	if rev > rs.wanted {
+		rs.wanted, rs.wantedAt = rev, now
+	}
+	rs.mu.Unlock()
+	if p.cfg.AskProgress != nil {
+		p.cfg.AskProgress(rangeID)
+	}
 }
 
 // Restart records that rangeID relisted at revision from: the chain of
@@ -192,8 +274,19 @@ func (p *Publisher) Restart(rangeID string, from int64) {
 	rs.lastProgress = 0
 }
 
-// Run publishes progress until ctx is done; it returns nil then.
+// requestBuffer bounds the progress requests waiting to be handled; NATS
+// drops what does not fit, and the gateway asks again.
+const requestBuffer = 4096
+
+// Run publishes progress, on idle ranges and when gateways ask for it,
+// until ctx is done; it returns nil then.
 func (p *Publisher) Run(ctx context.Context) error {
+	reqs := make(chan *nats.Msg, requestBuffer)
+	sub, err := p.cfg.NATS.ChanSubscribe(event.ProgressRequestSubjects, reqs)
+	if err != nil {
+		return fmt.Errorf("cannot subscribe to progress requests: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
 	t := time.NewTicker(max(p.cfg.Interval/4, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -203,6 +296,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 				p.log.Debug("cannot flush NATS", "err", err)
 			}
 			return nil
+		case m := <-reqs:
+			id := event.RangeOfProgressRequest(m.Subject)
+			rev, err := event.ParseProgressRequest(m.Data)
+			if id == "" || err != nil {
+				p.log.Debug("dropping malformed progress request", "subject", m.Subject, "err", err)
+				continue
+			}
+			p.Request(id, rev)
 		case <-t.C:
 			p.ProgressIdle()
 		}
@@ -231,6 +332,13 @@ func (p *Publisher) ProgressIdle() {
 func (p *Publisher) progress(rs *rangeState, now time.Time) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if rs.wanted != 0 && now.Sub(rs.wantedAt) >= p.cfg.Interval {
+		// Not reached for an interval (a request for a revision etcd has
+		// not made, or a lost etcd progress notification): forget it, so
+		// that it does not hold back the answers to later requests. A
+		// gateway still waiting asks again.
+		rs.wanted = 0
+	}
 	// Progress goes out when the range has been idle for an interval and
 	// etcd moved past its last event; and, so that a lost last message is
 	// always noticed, as a heartbeat every heartbeatIntervals intervals,
@@ -240,11 +348,22 @@ func (p *Publisher) progress(rs *rangeState, now time.Time) {
 	if rs.quiet || (!rs.announce && (now.Sub(rs.lastActivity) < p.cfg.Interval || !(moved || beat))) {
 		return
 	}
+	rs.lastBeat, rs.announce = now, false
+	p.publishProgress(rs, now)
+}
+
+// publishProgress publishes where rs stands: complete up to its seen
+// revision, its last event at lastEvent. Callers hold rs.mu.
+func (p *Publisher) publishProgress(rs *rangeState, now time.Time) {
+	if rs.quiet {
+		return
+	}
 	ev := event.Event{Type: event.Progress, Range: rs.id, Revision: max(rs.seen, rs.lastEvent), PrevRangeRevision: rs.lastEvent}
-	rs.lastActivity, rs.lastBeat, rs.announce = now, now, false
+	rs.lastActivity = now
 	if err := p.publish(rs, event.ProgressSubject(rs.id), &ev); err != nil {
 		p.failed(rs, &ev, err)
 		return
 	}
 	rs.lastProgress = rs.seen
+	rs.markSent(ev.Revision, now)
 }

@@ -262,7 +262,7 @@ func (r *Reflector) WaitFor(ctx context.Context, rev int64) error {
 		r.waiting = true
 		ch := r.seenCh
 		r.mu.Unlock()
-		r.requestProgress()
+		r.RequestProgress()
 		if timer == nil {
 			timer = time.NewTimer(r.cfg.WaitRetry)
 		} else {
@@ -277,8 +277,11 @@ func (r *Reflector) WaitFor(ctx context.Context, rev int64) error {
 	}
 }
 
-// requestProgress asks the Run goroutine for an etcd progress request.
-func (r *Reflector) requestProgress() {
+// RequestProgress asks the Run goroutine for an etcd progress request,
+// without blocking; requests made while one is pending are one request.
+// The notification's revision reaches the Sink through Seen. etcd answers
+// once the watch is caught up, with the revision it had then.
+func (r *Reflector) RequestProgress() {
 	select {
 	case r.progress <- struct{}{}:
 	default:

@@ -267,13 +267,19 @@ func (r *Reflector) apply(st *state, evs []*clientv3.Event) {
 		}
 		i = j
 	}
+	skipped := false
 	if last := evs[len(evs)-1].Kv.ModRevision; last > rev {
-		rev = last // skipped events still count as seen
+		rev, skipped = last, true // skipped events still count as seen
 	}
 	if rev > 0 {
 		st.store.Advance(rev)
 		st.win.Advance(rev)
 		r.advance(rev)
+	}
+	if skipped {
+		// No event told the sink: a progress through rev is owed (and a
+		// later etcd progress notification at rev would not tell it).
+		r.cfg.Sink.Seen(r.rng.ID, rev)
 	}
 }
 

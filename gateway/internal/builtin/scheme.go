@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 
+	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	"k8s.io/apimachinery/pkg/runtime"
 	admissionregistrationinstall "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
 	appsinstall "k8s.io/kubernetes/pkg/apis/apps/install"
@@ -23,7 +24,8 @@ import (
 
 // newScheme returns a scheme of the package's own with upstream's internal
 // and versioned types of every built-in group kgate serves, their
-// conversions and their defaulters. (Importing the install packages also
+// conversions and their defaulters (apiextensions.k8s.io's from
+// k8s.io/apiextensions-apiserver). (Importing the install packages also
 // installs them in k8s.io/kubernetes's legacyscheme, which the strategies'
 // declarative validation reads; this package adds nothing to it.)
 func newScheme() (*runtime.Scheme, error) {
@@ -34,7 +36,7 @@ func newScheme() (*runtime.Scheme, error) {
 		eventsinstall.Install, networkinginstall.Install, policyinstall.Install,
 		rbacinstall.Install, schedulinginstall.Install, storageinstall.Install,
 		admissionregistrationinstall.Install, authenticationinstall.Install,
-		authorizationinstall.Install,
+		authorizationinstall.Install, apiextensionsinstall.Install,
 	}
 	for _, install := range installs {
 		// Install panics on a registration error (utilruntime.Must);

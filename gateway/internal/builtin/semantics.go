@@ -39,7 +39,7 @@ func New(resources []registry.Resource) (*Semantics, error) {
 	if err != nil {
 		return nil, err
 	}
-	table := newStrategies(resolverFor(resources))
+	table := newStrategies(s, resolverFor(resources))
 	sem := &Semantics{scheme: s, strategies: make(map[schema.GroupResource]strategies)}
 	for i := range resources {
 		r := &resources[i]

@@ -3,6 +3,8 @@ package builtin
 import (
 	"fmt"
 
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingwebhookconfiguration"
@@ -79,8 +81,9 @@ var noStrategy = map[schema.GroupResource]string{
 
 // newStrategies returns the strategy table of every built-in resource,
 // keyed by group and resource. resolve maps a kind to its resource, for
-// the admission policy strategies' paramKind checks.
-func newStrategies(resolve resolver.ResourceResolverFunc) map[schema.GroupResource]strategies {
+// the admission policy strategies' paramKind checks; typer is the scheme
+// the strategies that take one are built with (CRDs).
+func newStrategies(typer runtime.ObjectTyper, resolve resolver.ResourceResolverFunc) map[schema.GroupResource]strategies {
 	status := func(s rest.RESTUpdateStrategy) map[string]rest.RESTUpdateStrategy {
 		return map[string]rest.RESTUpdateStrategy{"status": s}
 	}
@@ -135,6 +138,14 @@ func newStrategies(resolve resolver.ResourceResolverFunc) map[schema.GroupResour
 		{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}:   {main: validatingwebhookconfiguration.Strategy},
 		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}:       {main: vap, sub: status(validatingadmissionpolicy.NewStatusStrategy(vap))},
 		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}: {main: validatingadmissionpolicybinding.NewStrategy(nil, nil, resolve)},
+
+		// apiextensions-apiserver's: PrepareForCreate/Update (status
+		// reset, storedVersions), ValidateCustomResourceDefinition(Update),
+		// and the status strategy (ValidateUpdateCustomResourceDefinitionStatus).
+		{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {
+			main: customresourcedefinition.NewStrategy(typer),
+			sub:  status(customresourcedefinition.NewStatusStrategy(typer)),
+		},
 	}
 }
 

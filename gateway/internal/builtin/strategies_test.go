@@ -10,7 +10,11 @@ import (
 // a resource that has no upstream strategy and is not a listed exception,
 // and when an exception or a strategy names a resource no longer served.
 func TestEveryServedResourceHasAStrategy(t *testing.T) {
-	table := newStrategies(resolverFor(registry.Builtin()))
+	s, err := newScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := newStrategies(s, resolverFor(registry.Builtin()))
 	served := make(map[string]bool)
 	covered := 0
 	for _, r := range registry.Builtin() {

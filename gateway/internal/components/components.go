@@ -24,6 +24,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/controllers"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
@@ -85,6 +86,9 @@ type Set struct {
 	Guard     *guard.Guard
 	Semantics *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	REST      *rest.Handler
+	// Controllers are the cluster-wide controllers, run by the elected
+	// gateway.
+	Controllers *controllers.Controllers
 	// TLS is the serving configuration with the guard's certificate
 	// reloading.
 	TLS *tls.Config
@@ -151,6 +155,9 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	s.TLS = s.Guard.TLS()
 	if err := s.newWrites(cfg, d); err != nil {
 		return nil, err
+	}
+	if s.Controllers, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	return s, nil
 }
@@ -243,11 +250,12 @@ func (s *Set) Bootstrap(ctx context.Context) error {
 
 // Start starts the background parts in order: access (the RBAC feed),
 // admission (its feeds and periodic jobs), guard (audit writer,
-// certificate reload).
+// certificate reload), the cluster-wide controllers (their election).
 func (s *Set) Start() {
 	s.step("started", "access", s.Access.Start)
 	s.step("started", "admission", s.Chain.Start)
 	s.step("started", "guard", s.Guard.Start)
+	s.step("started", "controllers", s.Controllers.Start)
 }
 
 // Stopping is nil until Stop starts, then the reason.
@@ -257,12 +265,15 @@ func (s *Set) Stopping() error { return s.base.Err() }
 func (s *Set) Base() context.Context { return s.base }
 
 // Stop starts the shutdown: it ends watches (Base), then stops the
-// admission and RBAC feeds, the hub, the router and the OpenAPI
+// controllers, the admission and RBAC feeds, the hub, the router and the OpenAPI
 // renderer, in reverse order of start. Requests in flight may still
 // finish. Parts New did not get to build are skipped.
 func (s *Set) Stop() {
 	s.stopOnce.Do(func() {
 		s.cancelBase()
+		if s.Controllers != nil {
+			s.step("stopped", "controllers", s.Controllers.Close)
+		}
 		if s.Chain != nil {
 			s.step("stopped", "admission", s.Chain.Close)
 		}

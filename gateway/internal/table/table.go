@@ -4,6 +4,8 @@
 // upstream's internal types (the scheme of builtin.Semantics) and printed by
 // k8s.io/kubernetes/pkg/printers/internalversion through
 // pkg/printers/storage.TableConvertor, as kube-apiserver's registries do.
+// CustomResourceDefinitions are printed by apiextensions-apiserver's own
+// convertor (Scope, Versions, Established, ...), as its CRD registry does.
 // A kind upstream has no printer for (Role, ClusterRole, LimitRange, the
 // kinds added at run time) gets kube-apiserver's default table, Name and
 // Created At (k8s.io/apiserver/pkg/registry/rest.NewDefaultTableConvertor).
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"reflect"
 
+	crdtable "k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition/tableconvertor"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +52,10 @@ type Converter struct {
 	// has a printer for.
 	printers printerstorage.TableConvertor
 	printed  map[reflect.Type]bool
+	// own are the table convertors upstream registries configure for
+	// kinds outside the printers, by group and kind; they print the
+	// internal type too.
+	own map[schema.GroupKind]genericrest.TableConvertor
 }
 
 // New builds upstream's table generator, once for all calls, over s, a
@@ -64,7 +71,10 @@ func New(s *runtime.Scheme) (*Converter, error) {
 	if rec.err != nil {
 		return nil, fmt.Errorf("cannot make table converter: %w", rec.err)
 	}
-	return &Converter{scheme: s, printers: printerstorage.TableConvertor{TableGenerator: gen}, printed: rec.types}, nil
+	return &Converter{scheme: s, printers: printerstorage.TableConvertor{TableGenerator: gen}, printed: rec.types,
+		own: map[schema.GroupKind]genericrest.TableConvertor{
+			{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: crdtable.New(),
+		}}, nil
 }
 
 // recorder registers upstream's print handlers with the generator and
@@ -157,8 +167,13 @@ func (c *Converter) generate(objs []runtime.Object, list bool, res *registry.Res
 	if list {
 		kind += "List"
 	}
+	var conv genericrest.TableConvertor = c.printers
+	own, isOwn := c.own[schema.GroupKind{Group: res.Group, Kind: res.Kind}]
+	if isOwn {
+		conv = own
+	}
 	out, err := c.scheme.New(schema.GroupVersionKind{Group: res.Group, Version: runtime.APIVersionInternal, Kind: kind})
-	if err != nil || !c.printed[reflect.TypeOf(out)] {
+	if err != nil || (!isOwn && !c.printed[reflect.TypeOf(out)]) {
 		gr := schema.GroupResource{Group: res.Group, Resource: res.Resource}
 		if !list {
 			return genericrest.NewDefaultTableConvertor(gr).ConvertToTable(context.Background(), objs[0], nil)
@@ -174,7 +189,7 @@ func (c *Converter) generate(objs []runtime.Object, list bool, res *registry.Res
 		if err := c.scheme.Convert(objs[0], out, nil); err != nil {
 			return nil, fmt.Errorf("%w: cannot convert %T to the internal type: %w", ErrObjectType, objs[0], err)
 		}
-		return c.printers.ConvertToTable(context.Background(), out, nil)
+		return conv.ConvertToTable(context.Background(), out, nil)
 	}
 	ptr, err := meta.GetItemsPtr(out)
 	if err != nil {
@@ -187,5 +202,5 @@ func (c *Converter) generate(objs []runtime.Object, list bool, res *registry.Res
 			return nil, fmt.Errorf("%w: cannot convert %T to the internal type: %w", ErrObjectType, o, err)
 		}
 	}
-	return c.printers.ConvertToTable(context.Background(), out, nil)
+	return conv.ConvertToTable(context.Background(), out, nil)
 }

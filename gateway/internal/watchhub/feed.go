@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,23 @@ type feed struct {
 	stopped    bool
 
 	needRepair bool // owned by the run goroutine
+
+	// through mirrors the cursor for readers without mu: every revision
+	// up to it was dispatched (cursor.resourceVersion()).
+	through atomic.Int64
+
+	// Progress requests to the range's primary (see requestProgress).
+	reqSubject string
+	askMu      sync.Mutex // guards asked, askedAt, askBuf
+	asked      int64      // the revision last asked for
+	askedAt    time.Time
+	askBuf     []byte
 }
+
+// askRetry is how long a feed waits for the answer to a progress request
+// before it asks again (a lost request or answer, a primary changing);
+// cache nodes give requests made within a moment one answer.
+const askRetry = 25 * time.Millisecond
 
 func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 	f := &feed{
@@ -41,7 +58,9 @@ func startFeed(h *Hub, rangeID string, since int64) (*feed, error) {
 		quit:       make(chan struct{}),
 		emptySince: time.Now(),
 		needRepair: true,
+		reqSubject: event.ProgressRequestSubject(rangeID),
 	}
+	f.through.Store(since)
 	for _, subj := range []string{event.RangeSubjects(rangeID), event.ProgressSubject(rangeID)} {
 		sub, err := h.cfg.NATS.ChanSubscribe(subj, f.msgs)
 		if err != nil {
@@ -177,12 +196,19 @@ func (f *feed) dispatch(ev *Shared) {
 	if f.cursor.covers(&ev.Event) {
 		return
 	}
-	f.cursor = at(&ev.Event)
+	f.setCursor(at(&ev.Event))
+	through := f.through.Load()
 	for w := range f.watchers {
 		t, usePrev, ok := w.filter.classify(&ev.Event)
 		if !ok {
-			continue // Last catches up with the cursor when it is asked for
+			// Last catches up with the cursor when it is asked for; a
+			// merge waiting on this range is told now.
+			if w.answered(through) {
+				w.offerProgress(Delivery{Type: Bookmark, Rev: through, at: f.cursor})
+			}
+			continue
 		}
+		w.answered(through)
 		if !w.offer(Delivery{Type: t, Rev: ev.Revision, Event: ev, UsePrev: usePrev, at: f.cursor}) {
 			delete(f.watchers, w)
 			w.overflowed()
@@ -202,10 +228,53 @@ func (f *feed) dispatchProgress(rev int64) {
 	if !f.cursor.less(p) {
 		return
 	}
-	f.cursor = p
+	f.setCursor(p)
 	for w := range f.watchers {
+		w.answered(rev)
 		w.offerProgress(Delivery{Type: Bookmark, Rev: rev, at: p})
 	}
+}
+
+// setCursor moves the cursor to p. Callers hold mu.
+func (f *feed) setCursor(p position) {
+	f.cursor = p
+	f.through.Store(p.resourceVersion())
+}
+
+// nudge hands w a Bookmark at the cursor if w waits for a revision the
+// cursor is through and no delivery since told it so.
+func (f *feed) nudge(w *Watcher) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.watchers[w]; ok && w.answered(f.cursor.resourceVersion()) {
+		w.offerProgress(Delivery{Type: Bookmark, Rev: f.cursor.resourceVersion(), at: f.cursor})
+	}
+}
+
+// requestProgress asks the range's primary for its progress through rev,
+// on behalf of a merge holding an event of another range at rev; the
+// answer comes as a Progress on the feed. It asks at most once per
+// askRetry until an answer moves the cursor past what it asked. covered
+// reports that the feed is through rev already: no need to ask.
+func (f *feed) requestProgress(rev int64) (covered bool) {
+	if f.through.Load() >= rev {
+		return true
+	}
+	now := time.Now()
+	f.askMu.Lock()
+	defer f.askMu.Unlock()
+	if f.asked > f.through.Load() && now.Sub(f.askedAt) < askRetry {
+		return false // an answer is on its way
+	}
+	f.asked, f.askedAt = rev, now
+	f.askBuf = event.AppendProgressRequest(f.askBuf[:0], rev)
+	if err := f.hub.cfg.NATS.Publish(f.reqSubject, f.askBuf); err != nil {
+		f.hub.cfg.Logger.Debug("cannot ask for progress", "range", f.rangeID, "revision", rev, "err", err)
+	}
+	if f.hub.cfg.Metrics != nil {
+		f.hub.cfg.Metrics.progressRequests.WithLabelValues(f.rangeID).Inc()
+	}
+	return false
 }
 
 // attach adds w, which has everything up to from, and returns the cursor

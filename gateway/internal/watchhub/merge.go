@@ -8,10 +8,13 @@ import (
 )
 
 // A merge asks a quiet range how far it is complete only when an event
-// of another range waits on it: first after mergeKickFirst, then backing
-// off to mergeKickMax while it still waits. An idle merge costs nothing.
+// of another range waits on it, at once: its feed sends the range's
+// primary a progress request, which the primary answers within an etcd
+// round trip. In case an answer is lost, the merge kicks the ranges it
+// waits on after mergeKickFirst, backing off to mergeKickMax while it
+// still waits. An idle merge costs nothing.
 const (
-	mergeKickFirst = 2 * time.Millisecond
+	mergeKickFirst = askRetry
 	mergeKickMax   = 100 * time.Millisecond
 )
 
@@ -146,8 +149,11 @@ func (m *Merged) Next(ctx context.Context) (Delivery, error) {
 		if ok {
 			return d, nil
 		}
-		if blocked && kickAt == nil {
-			kickAt = m.after(backoff)
+		if blocked {
+			m.askBlockers()
+			if kickAt == nil {
+				kickAt = m.after(backoff)
+			}
 		}
 		select {
 		case in := <-m.in:
@@ -190,8 +196,23 @@ func (m *Merged) after(d time.Duration) <-chan time.Time {
 	return m.timer.C
 }
 
-// kickBlockers asks the ranges the earliest queued event waits on for
-// their progress.
+// askBlockers asks the ranges the earliest queued event waits on for
+// their progress through its revision (see Watcher.requestProgress).
+func (m *Merged) askBlockers() {
+	cand, ok := m.candidate()
+	if !ok {
+		return
+	}
+	for _, s := range m.subs {
+		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			s.w.requestProgress(cand.Rev)
+		}
+	}
+}
+
+// kickBlockers makes the ranges the earliest queued event waits on report
+// their progress, and asks their primaries again: the fallback when an
+// answer did not come.
 func (m *Merged) kickBlockers() {
 	cand, ok := m.candidate()
 	if !ok {
@@ -199,6 +220,7 @@ func (m *Merged) kickBlockers() {
 	}
 	for _, s := range m.subs {
 		if len(s.queue) == 0 && s.safe.rev < cand.Rev {
+			s.w.requestProgress(cand.Rev)
 			s.kick()
 		}
 	}
@@ -245,7 +267,11 @@ func (m *Merged) release() (d Delivery, ok, blocked bool) {
 	}
 	s := m.subs[best]
 	s.queue[0] = Delivery{}
-	s.queue = s.queue[1:]
+	if len(s.queue) == 1 {
+		s.queue = s.queue[:0] // keep the array: one event at a time allocates nothing
+	} else {
+		s.queue = s.queue[1:]
+	}
 	return cand, true, false
 }
 

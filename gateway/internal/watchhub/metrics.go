@@ -14,6 +14,8 @@ type Metrics struct {
 	watchers  prometheus.Gauge
 	overflows prometheus.Counter
 	catchups  prometheus.Counter
+
+	progressRequests *prometheus.CounterVec
 }
 
 // NewMetrics registers the hub's metrics on reg.
@@ -37,8 +39,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		catchups: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kgate_gateway_watcher_catchups_total", Help: "Window reads made for watchers joining behind their feed.",
 		}),
+		progressRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgate_gateway_watch_progress_requests_total", Help: "Progress requests sent to a range's primary for merged watches waiting on the range.",
+		}, []string{"range"}),
 	}
-	for _, c := range []prometheus.Collector{m.events, m.repairs, m.backlog, m.watchers, m.overflows, m.catchups} {
+	for _, c := range []prometheus.Collector{m.events, m.repairs, m.backlog, m.watchers, m.overflows, m.catchups, m.progressRequests} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register watch hub metrics: %w", err)
 		}

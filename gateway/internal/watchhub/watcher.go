@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,11 @@ type Watcher struct {
 	// reportProgress: Next also returns Bookmark deliveries when the
 	// watcher moves over a quiet stretch (a merge needs them).
 	reportProgress bool
+
+	// waitingFor is the revision a merge waits for this range to be
+	// through (0: none): the feed then tells it when it moves past it
+	// over events the filter drops, which it otherwise keeps quiet about.
+	waitingFor atomic.Int64
 
 	// Owned by the consumer goroutine.
 	last        position
@@ -232,6 +238,38 @@ func (w *Watcher) drain() {
 			return
 		}
 	}
+}
+
+// requestProgress asks for the range's progress through rev for a merge
+// that waits on it (see feed.requestProgress): the feed hands the watcher
+// a Bookmark once it is through rev. covered reports that it was already.
+func (w *Watcher) requestProgress(rev int64) (covered bool) {
+	for {
+		cur := w.waitingFor.Load()
+		if cur >= rev || w.waitingFor.CompareAndSwap(cur, rev) {
+			break
+		}
+	}
+	w.mu.Lock()
+	f, detached := w.feed, w.detached
+	w.mu.Unlock()
+	if f == nil || detached {
+		return false // catching up: the merge's kicks follow it
+	}
+	if !f.requestProgress(rev) {
+		return false
+	}
+	// The feed may have moved past rev over events the filter dropped
+	// before waitingFor was set, and told no one.
+	f.nudge(w)
+	return true
+}
+
+// answered reports, once, that the feed is through the revision a merge
+// waits for. Called by the feed with its lock held.
+func (w *Watcher) answered(through int64) bool {
+	wf := w.waitingFor.Load()
+	return wf != 0 && wf <= through && w.waitingFor.CompareAndSwap(wf, 0)
 }
 
 // offer queues d without blocking; false when the queue is full. Called by

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"sync"
 
+	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -51,10 +52,24 @@ func New(scheme *runtime.Scheme) *Definitions {
 	d := &Definitions{
 		scheme: scheme,
 		namer:  apiopenapi.NewDefinitionNamer(scheme),
-		get:    utilopenapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generated.GetOpenAPIDefinitions),
+		get:    utilopenapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedDefinitions),
 	}
 	d.v3 = d.get(d.ref("#/components/schemas/"))
 	return d
+}
+
+// generatedDefinitions are k8s.io/kubernetes's generated definitions
+// plus apiextensions-apiserver's (CustomResourceDefinition and its parts),
+// which kube-apiserver serves from its apiextensions server; a name both
+// define is the same type, kept from k8s.io/kubernetes.
+func generatedDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+	out := generated.GetOpenAPIDefinitions(ref)
+	for name, def := range apiextensionsopenapi.GetOpenAPIDefinitions(ref) {
+		if _, ok := out[name]; !ok {
+			out[name] = def
+		}
+	}
+	return out
 }
 
 // ref is the reference callback of the generated definitions.
