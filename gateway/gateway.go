@@ -22,19 +22,11 @@ import (
 
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
-	"github.com/kgate/kgate/gateway/internal/admission/chain"
-	"github.com/kgate/kgate/gateway/internal/bootstrap"
-	"github.com/kgate/kgate/gateway/internal/builtin"
-	"github.com/kgate/kgate/gateway/internal/controllers"
-	"github.com/kgate/kgate/gateway/internal/discovery"
-	"github.com/kgate/kgate/gateway/internal/fieldmanager"
+	"github.com/kgate/kgate/gateway/internal/components"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
-	"github.com/kgate/kgate/gateway/internal/openapi"
+	"github.com/kgate/kgate/gateway/internal/readiness"
 	"github.com/kgate/kgate/gateway/internal/reqmetrics"
-	"github.com/kgate/kgate/gateway/internal/rest"
-	"github.com/kgate/kgate/gateway/internal/route"
-	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -171,6 +163,7 @@ type Gateway struct {
 	d   Deps
 	log *slog.Logger
 	reg *registry.Registry
+	c   *components.Set // what the pipeline serves with
 
 	// The request pipeline (pipeline.go), each step behind the interface
 	// it declares.
@@ -181,30 +174,9 @@ type Gateway struct {
 	rest    resources
 	checks  []check // /readyz, /healthz (health.go)
 
-	discovery *discovery.Discovery
-	openapi   *openapi.Documents
-	codec     *negotiate.Codec
-	metrics   *reqmetrics.Metrics
-	server    *fasthttp.Server
-
-	// The components New builds, closed in reverse order.
-	access *access.Access
-	chain  *chain.Admission
-	sem    *builtin.Semantics // upstream's write semantics (rest, bootstrap)
-	guards *guard.Guard
-	hub    *watchhub.Hub
-	router *route.Router
-	tls    *tls.Config
-	// watches are rest's watch streams on hijacked connections, which
-	// the server's shutdown does not wait for: Close does.
-	watches interface{ WaitWatches(context.Context) error }
-
-	base       context.Context // cancelled when shutdown starts: ends watches
-	cancelBase context.CancelFunc
-	stopOnce   sync.Once // stopBackground
-
-	// ctl: the cluster-wide controllers, run by the elected gateway.
-	ctl *controllers.Controllers
+	codec   *negotiate.Codec    // writes errors (errors.go)
+	metrics *reqmetrics.Metrics // counts every request
+	server  *fasthttp.Server
 
 	mu       sync.Mutex // guards listener
 	listener net.Listener
@@ -212,86 +184,24 @@ type Gateway struct {
 }
 
 // New builds a gateway; Run serves it, Close releases what New built.
-func New(cfg Config, d Deps) (_ *Gateway, err error) {
+func New(cfg Config, d Deps) (*Gateway, error) {
 	if err := validate(&cfg, &d); err != nil {
 		return nil, err
 	}
-	b := d.Backend
-	g := &Gateway{cfg: cfg, d: d, log: d.Logger, reg: b.Registry, ready: make(chan struct{})}
-	g.base, g.cancelBase = context.WithCancel(context.Background())
-	defer func() {
-		if err != nil {
-			g.Close()
-		}
-	}()
-	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
-	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.discovery, err = discovery.New(b.Registry, v); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.openapi, err = openapi.New(b.Registry, v); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.codec, err = negotiate.NewCodec(b.Registry.Scheme()); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.metrics, err = reqmetrics.New(d.Metrics, d.Gatherer); err != nil {
-		return nil, err
-	}
-	if err := g.newReads(); err != nil {
-		return nil, err
-	}
-	if g.access, err = access.New(cfg.Auth, access.Deps{
-		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: g.router, Hub: g.hub,
-		Revisions: b.Revisions, Negotiate: g.codec, Logger: d.Logger, Metrics: d.Metrics,
-	}); err != nil {
-		return nil, err
-	}
-	if g.chain, err = chain.New(chain.Config{QuotaRecountInterval: cfg.QuotaRecountInterval}, chain.Deps{
-		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: g.router, Hub: g.hub,
-		Revisions: b.Revisions, Authorizer: g.access.Authorizer(), Escalation: g.access.Escalation(), Logger: d.Logger,
-	}); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.guards, err = guard.New(guard.Config{
-		Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, RequestHeaderClientCAFile: cfg.Auth.RequestHeader.ClientCAFile,
-	}, guard.Deps{TLS: cfg.TLS, NATS: d.NATS, Base: g.base, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
-		return nil, err
-	}
-	g.tls = g.guards.TLS()
-	restMetrics, err := rest.NewMetrics(d.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	// Upstream's semantics of every built-in resource, whether served now
-	// or added to the registry later; others get upstream's generic
-	// metadata rules (rest).
-	if g.sem, err = builtin.New(registry.Builtin()); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	fields, err := g.newFieldManager()
-	if err != nil {
-		return nil, err
-	}
-	rh, err := rest.New(g.base, rest.Config{
-		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
-		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
-		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
-		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
-		Admission:              g.chain,
-		Semantics:              g.sem,
-		FieldManager:           fields,
+	c, err := components.New(components.Config{
+		TLS: cfg.TLS, CacheNodes: cfg.CacheNodes, KubernetesVersion: cfg.KubernetesVersion, Build: cfg.Build,
+		ConsistentReadFallback: cfg.ConsistentReadFallback, MinWatchTimeout: cfg.MinWatchTimeout,
+		BookmarkInterval: cfg.BookmarkInterval, QuotaRecountInterval: cfg.QuotaRecountInterval,
+		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS,
+	}, components.Deps{
+		Backend: d.Backend, NATS: d.NATS, Directory: d.Directory, Logger: d.Logger, Metrics: d.Metrics, Gatherer: d.Gatherer,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
+		return nil, err
 	}
-	if g.ctl, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	g.authn, g.guard, g.authz, g.reviews, g.rest = g.access, g.guards, g.access, g.access, rh
-	g.watches = rh
+	g := &Gateway{cfg: cfg, d: d, log: d.Logger, reg: d.Backend.Registry, c: c, ready: make(chan struct{})}
+	g.authn, g.guard, g.authz, g.reviews, g.rest = c.Access, c.Guard, c.Access, c.Access, c.REST
+	g.codec, g.metrics = c.Codec, c.Metrics
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{
 		Handler:            g.handle,
@@ -312,49 +222,6 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	return g, nil
 }
 
-// newFieldManager builds the field managers of managedFields and
-// server-side apply over upstream's scheme and strategies, with the type
-// converter built once, here, from upstream's OpenAPI definitions (its
-// duration is logged).
-func (g *Gateway) newFieldManager() (*fieldmanager.Managers, error) {
-	sem := g.sem
-	t0 := time.Now()
-	tc, err := fieldmanager.NewTypeConverter(sem.Scheme())
-	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	g.log.Info("built the field manager's type converter", "took", time.Since(t0).Round(time.Millisecond))
-	fm, err := fieldmanager.New(fieldmanager.Config{Scheme: sem.Scheme(), TypeConverter: tc, ResetFields: sem.ResetFields})
-	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	return fm, nil
-}
-
-// newReads builds the read path: the router to cache node replicas and
-// the watch hub over NATS.
-func (g *Gateway) newReads() error {
-	hubMetrics, err := watchhub.NewMetrics(g.d.Metrics)
-	if err != nil {
-		return err
-	}
-	routeMetrics, err := route.NewMetrics(g.d.Metrics)
-	if err != nil {
-		return err
-	}
-	var replicas route.Replicas = route.Static(g.cfg.CacheNodes)
-	if g.d.Directory != nil {
-		replicas = directoryReplicas{g.d.Directory}
-	}
-	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
-		return fmt.Errorf("cannot make gateway: %w", err)
-	}
-	if g.hub, err = watchhub.New(watchhub.Config{NATS: g.d.NATS, Source: g.router, Ranges: g.d.Backend.Ranges, Logger: g.log.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
-		return fmt.Errorf("cannot make gateway: %w", err)
-	}
-	return nil
-}
-
 // Addr returns the address the gateway listens on, once Run has started
 // listening (Ready is closed).
 func (g *Gateway) Addr() string {
@@ -369,7 +236,7 @@ func (g *Gateway) Addr() string {
 // Serving reports whether the gateway can serve reads: every range of the
 // current table has a cache node replica it knows ready.
 func (g *Gateway) Serving(ctx context.Context) error {
-	return g.router.Ready(ctx, rangeIDs(g.d.Backend.Ranges.Current().All()))
+	return g.c.Router.Ready(ctx, readiness.IDs(g.d.Backend.Ranges.Current().All()))
 }
 
 // Ready is closed once the gateway accepts connections.
@@ -381,23 +248,14 @@ func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 // Run returns, for whatever reason, everything New built is closed.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.Close()
-	t0 := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err := bootstrap.Ensure(bctx, g.d.Backend.Store, g.reg, g.sem)
-	cancel()
-	if err != nil {
+	if err := g.c.Bootstrap(ctx); err != nil {
 		return err
 	}
-	g.log.Debug("gateway started", "step", "bootstrap", "took", time.Since(t0))
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
 	}
-	// In order; stopBackground and Close stop them in reverse.
-	g.step("started", "access", g.access.Start)
-	g.step("started", "admission", g.chain.Start)
-	g.step("started", "guard", g.guards.Start)
-	g.step("started", "controllers", g.ctl.Start)
+	g.c.Start()
 	ln = guard.TrackConns(ln)
 	g.mu.Lock()
 	g.listener = ln
@@ -405,14 +263,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	close(g.ready)
 	g.log.Info("gateway serving", "addr", ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- g.server.Serve(tls.NewListener(ln, g.tls)) }()
+	go func() { errc <- g.server.Serve(tls.NewListener(ln, g.c.TLS)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("cannot serve: %w", err)
 	case <-ctx.Done():
 	}
-	g.stopBackground()
-	t0 = time.Now()
+	g.c.Stop()
+	t0 := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()
 	if err := g.server.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -423,75 +281,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return nil
 }
 
-// step runs one start or stop step and logs how long it took.
-func (g *Gateway) step(what, name string, f func()) {
-	t0 := time.Now()
-	f()
-	g.log.Debug("gateway "+what, "step", name, "took", time.Since(t0))
-}
-
-// stopBackground starts the shutdown: it ends watches (base), then stops
-// the admission and RBAC feeds, the hub and the router, in reverse order
-// of start. Requests in flight may still finish. Parts New did not get to
-// build are skipped.
-func (g *Gateway) stopBackground() {
-	g.stopOnce.Do(func() {
-		g.cancelBase()
-		if g.ctl != nil {
-			g.step("stopped", "controllers", g.ctl.Close)
-		}
-		if g.chain != nil {
-			g.step("stopped", "admission", g.chain.Close)
-		}
-		if g.access != nil {
-			g.step("stopped", "access", g.access.Close)
-		}
-		if g.hub != nil {
-			g.step("stopped", "watch hub", func() { g.hub.Close() })
-		}
-		if g.router != nil {
-			g.step("stopped", "router", func() { g.router.Close() })
-		}
-		if g.openapi != nil {
-			g.step("stopped", "openapi", func() { g.openapi.Close() })
-		}
-	})
-}
-
 // Close releases what New built: feeds, hub, router, audit writer and
 // certificate reloader, and waits for the watch streams to end. Run
 // closes the gateway when it returns; Close is for a gateway that does
 // not run. It may be called more than once.
 func (g *Gateway) Close() error {
-	g.stopBackground()
-	if g.watches != nil {
-		// fasthttp's Shutdown does not wait for hijacked connections:
-		// the watch streams, ended by stopBackground, are waited for here.
-		g.step("stopped", "watch streams", func() {
-			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
-			defer cancel()
-			if err := g.watches.WaitWatches(ctx); err != nil {
-				g.log.Error("cannot stop watch streams", "err", err)
-			}
-		})
-	}
-	if g.guards != nil {
-		g.step("stopped", "guard", g.guards.Close)
-	}
+	g.c.Close(g.cfg.ShutdownGrace)
 	return nil
-}
-
-// directoryReplicas routes reads to the ready replicas the directory
-// knows, best first.
-type directoryReplicas struct{ d *directory.Directory }
-
-func (r directoryReplicas) Replicas(rangeID string) []string {
-	ready := r.d.Ready(rangeID)
-	out := make([]string, 0, len(ready))
-	for _, rep := range ready {
-		out = append(out, rep.ReadAddr)
-	}
-	return out
 }
 
 type fasthttpLogger struct{ l *slog.Logger }

@@ -68,7 +68,7 @@ func TestGatewayLeaksNothing(t *testing.T) {
 		if err := g.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if g.base.Err() == nil {
+		if g.c.Stopping() == nil {
 			t.Fatal("Close left the gateway's context running")
 		}
 	})
@@ -77,7 +77,7 @@ func TestGatewayLeaksNothing(t *testing.T) {
 		if err := g.Run(context.Background()); err == nil {
 			t.Fatal("ran on a taken address")
 		}
-		if g.base.Err() == nil {
+		if g.c.Stopping() == nil {
 			t.Fatal("Run returned with the gateway's context running")
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -13,9 +12,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/readiness"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/rest"
-	"github.com/kgate/kgate/storage/ranges"
 )
 
 // healthRoots are the health endpoints; each also serves its checks one
@@ -64,19 +63,19 @@ type check struct {
 // readyChecks are the checks of /readyz and /healthz; /livez runs the
 // first, ping.
 func (g *Gateway) readyChecks() []check {
-	rd := newReadiness(g.d.Backend.Ranges.Current())
+	rd := readiness.New(g.d.Backend.Ranges.Current())
 	return []check{
 		{"ping", func(context.Context) error { return nil }},
 		{"etcd", func(ctx context.Context) error { _, err := g.d.Backend.Revisions.Current(ctx); return err }},
-		{"cachenode", func(ctx context.Context) error { return rd.check(ctx, g.d.Backend.Ranges.Current(), g.router.Ready) }},
+		{"cachenode", func(ctx context.Context) error { return rd.Check(ctx, g.d.Backend.Ranges.Current(), g.c.Router.Ready) }},
 		{"nats", func(context.Context) error {
 			if !g.d.NATS.IsConnected() {
 				return fmt.Errorf("not connected")
 			}
 			return nil
 		}},
-		{"rbac", g.access.Ready},
-		{"shutdown", func(context.Context) error { return g.base.Err() }},
+		{"rbac", g.c.Access.Ready},
+		{"shutdown", func(context.Context) error { return g.c.Stopping() }},
 	}
 }
 
@@ -132,64 +131,4 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 	}
 	rc.SetBodyString("ok")
 	return nil
-}
-
-// readiness is what /readyz asks of the cache nodes: a ready replica for
-// each range of the table the gateway started with, and for each range
-// added since once it had one. A range added at run time (a new custom
-// resource) is not required while its cache nodes first sync it: the
-// gateway stays ready, and only the new resource's reads wait (503)
-// meanwhile. Serving, unlike readiness, asks for every current range.
-type readiness struct {
-	mu sync.Mutex // guards required
-	// required are the ranges the gateway must serve to be ready, by
-	// their *Range (a range removed and added again is a new one).
-	required map[*ranges.Range]bool
-}
-
-func newReadiness(start *ranges.Table) *readiness {
-	r := &readiness{required: map[*ranges.Range]bool{}}
-	for _, rng := range start.All() {
-		r.required[rng] = true
-	}
-	return r
-}
-
-// check asks ready (the router's Ready) for the required ranges of t. It
-// asks first, one by one, for the ranges of t not yet required: those
-// ready now are required from now on. Ranges no longer in t are
-// forgotten.
-func (r *readiness) check(ctx context.Context, t *ranges.Table, ready func(context.Context, []string) error) error {
-	var need, fresh []*ranges.Range
-	r.mu.Lock()
-	for _, rng := range t.All() {
-		if r.required[rng] {
-			need = append(need, rng)
-		} else {
-			fresh = append(fresh, rng)
-		}
-	}
-	for rng := range r.required {
-		if cur, ok := t.ByID(rng.ID); !ok || cur != rng {
-			delete(r.required, rng)
-		}
-	}
-	r.mu.Unlock()
-	for _, rng := range fresh {
-		if ready(ctx, []string{rng.ID}) == nil {
-			r.mu.Lock()
-			r.required[rng] = true
-			r.mu.Unlock()
-			need = append(need, rng)
-		}
-	}
-	return ready(ctx, rangeIDs(need))
-}
-
-func rangeIDs(rs []*ranges.Range) []string {
-	ids := make([]string, len(rs))
-	for i, rng := range rs {
-		ids[i] = rng.ID
-	}
-	return ids
 }

@@ -33,7 +33,7 @@ type (
 type members = clusterstatus.Members
 
 func (g *Gateway) serveStatus(rc *fasthttp.RequestCtx) error {
-	ctx, cancel := context.WithTimeout(g.base, 10*time.Second)
+	ctx, cancel := context.WithTimeout(g.c.Base(), 10*time.Second)
 	defer cancel()
 	st, err := clusterstatus.Build(ctx, clusterstatus.Sources{
 		Revisions: g.d.Backend.Revisions, Members: g.d.Members, Ranges: g.d.Backend.Ranges,
@@ -61,10 +61,10 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 	case path == StatusPath:
 		return g.serveStatus(rc)
 	case path == "/metrics":
-		g.metrics.Serve(rc)
+		g.c.Metrics.Serve(rc)
 		return nil
 	case path == "/openapi/v2" || strings.HasPrefix(path, "/openapi/v3"):
-		resp, ok := g.openapi.Serve(path, string(rc.QueryArgs().Peek("hash")), string(rc.Request.Header.Peek("Accept")))
+		resp, ok := g.c.OpenAPI.Serve(path, string(rc.QueryArgs().Peek("hash")), string(rc.Request.Header.Peek("Accept")))
 		if !ok {
 			return rest.ErrNotFoundPath
 		}
@@ -90,7 +90,7 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 		rc.SetBody(resp.Body)
 		return nil
 	}
-	resp, ok := g.discovery.Serve(path, string(rc.Request.Header.Peek("Accept")))
+	resp, ok := g.c.Discovery.Serve(path, string(rc.Request.Header.Peek("Accept")))
 	if !ok {
 		return rest.ErrNotFoundPath
 	}

@@ -1,4 +1,4 @@
-package gateway
+package readiness
 
 import (
 	"context"
@@ -34,11 +34,11 @@ func TestReadinessFollowsTable(t *testing.T) {
 		}
 		return nil
 	}
-	rd := newReadiness(start)
+	rd := New(start)
 	f := func(step string, wantReady bool) {
 		t.Helper()
 		asked = nil
-		err := rd.check(context.Background(), table.Current(), ready)
+		err := rd.Check(context.Background(), table.Current(), ready)
 		if (err == nil) != wantReady {
 			t.Fatalf("%s: check = %v, want ready %v", step, err, wantReady)
 		}

@@ -1,0 +1,333 @@
+// Package components builds the parts a gateway serves the API with —
+// the read path (router to cache nodes, watch hub), access (authn, authz,
+// reviews), the admission chain, the guard (audit, fairness, serving
+// TLS), upstream's write semantics and field managers, the REST handlers,
+// discovery, OpenAPI and request metrics — in one constructor, starts the
+// background ones in order and stops them in reverse, logging how long
+// each step took. The gateway root only serves what it builds.
+package components
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kgate/kgate/cachenode/directory"
+	"github.com/kgate/kgate/gateway/internal/access"
+	"github.com/kgate/kgate/gateway/internal/admission/chain"
+	"github.com/kgate/kgate/gateway/internal/bootstrap"
+	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/controllers"
+	"github.com/kgate/kgate/gateway/internal/discovery"
+	"github.com/kgate/kgate/gateway/internal/fieldmanager"
+	"github.com/kgate/kgate/gateway/internal/guard"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
+	"github.com/kgate/kgate/gateway/internal/openapi"
+	"github.com/kgate/kgate/gateway/internal/reqmetrics"
+	"github.com/kgate/kgate/gateway/internal/rest"
+	"github.com/kgate/kgate/gateway/internal/route"
+	"github.com/kgate/kgate/gateway/internal/watchhub"
+	"github.com/kgate/kgate/storage/backend"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// Config are the settings of the parts (the gateway's Config, less the
+// server's own).
+type Config struct {
+	// TLS is the serving configuration the guard reloads certificates
+	// into; required.
+	TLS *tls.Config
+	// CacheNodes are the read API addresses used when Deps.Directory is
+	// nil.
+	CacheNodes []string
+	// KubernetesVersion and Build make /version.
+	KubernetesVersion, Build string
+	// ConsistentReadFallback, MinWatchTimeout, BookmarkInterval: see
+	// rest.Config.
+	ConsistentReadFallback string
+	MinWatchTimeout        time.Duration
+	BookmarkInterval       time.Duration
+	// QuotaRecountInterval: see chain.Config.
+	QuotaRecountInterval time.Duration
+
+	Auth       access.Config
+	Audit      guard.AuditConfig
+	Limits     guard.LimitsConfig
+	ServingTLS guard.ServingTLSConfig
+}
+
+// Deps are what the parts run on; the caller owns them.
+type Deps struct {
+	Backend   *backend.Backend     // required
+	NATS      *nats.Conn           // required
+	Directory *directory.Directory // optional: Config.CacheNodes without
+	Logger    *slog.Logger         // required
+	Metrics   prometheus.Registerer
+	Gatherer  prometheus.Gatherer
+}
+
+// Set is the gateway's parts. Its fields are read-only after New.
+type Set struct {
+	Discovery *discovery.Discovery
+	OpenAPI   *openapi.Documents
+	Codec     *negotiate.Codec
+	Metrics   *reqmetrics.Metrics
+	Router    *route.Router
+	Hub       *watchhub.Hub
+	Access    *access.Access
+	Chain     *chain.Admission
+	Guard     *guard.Guard
+	Semantics *builtin.Semantics // upstream's write semantics (rest, bootstrap)
+	REST      *rest.Handler
+	// Controllers are the cluster-wide controllers, run by the elected
+	// gateway.
+	Controllers *controllers.Controllers
+	// TLS is the serving configuration with the guard's certificate
+	// reloading.
+	TLS *tls.Config
+
+	log        *slog.Logger
+	backend    *backend.Backend
+	base       context.Context // cancelled when the stop starts: ends watches
+	cancelBase context.CancelFunc
+	stopOnce   sync.Once
+}
+
+// New builds every part; on error what it built is closed.
+func New(cfg Config, d Deps) (_ *Set, err error) {
+	switch {
+	case cfg.TLS == nil || d.Backend == nil || d.NATS == nil || d.Logger == nil || d.Metrics == nil || d.Gatherer == nil:
+		return nil, errors.New("cannot make gateway components: TLS, Backend, NATS, Logger, Metrics and Gatherer are required")
+	case len(cfg.CacheNodes) == 0 && d.Directory == nil:
+		return nil, errors.New("cannot make gateway components: cache nodes or a directory are required")
+	}
+	s := &Set{log: d.Logger, backend: d.Backend}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.Close(time.Second)
+		}
+	}()
+	b := d.Backend
+	v, err := discovery.NewVersion(cfg.KubernetesVersion, cfg.Build)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Discovery, err = discovery.New(b.Registry, v); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.OpenAPI, err = openapi.New(b.Registry, v); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Codec, err = negotiate.NewCodec(b.Registry.Scheme()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Metrics, err = reqmetrics.New(d.Metrics, d.Gatherer); err != nil {
+		return nil, err
+	}
+	if err := s.newReads(cfg, d); err != nil {
+		return nil, err
+	}
+	if s.Access, err = access.New(cfg.Auth, access.Deps{
+		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: s.Router, Hub: s.Hub,
+		Revisions: b.Revisions, Negotiate: s.Codec, Logger: d.Logger, Metrics: d.Metrics,
+	}); err != nil {
+		return nil, err
+	}
+	if s.Chain, err = chain.New(chain.Config{QuotaRecountInterval: cfg.QuotaRecountInterval}, chain.Deps{
+		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: s.Router, Hub: s.Hub,
+		Revisions: b.Revisions, Authorizer: s.Access.Authorizer(), Escalation: s.Access.Escalation(), Logger: d.Logger,
+	}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Guard, err = guard.New(guard.Config{
+		Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, RequestHeaderClientCAFile: cfg.Auth.RequestHeader.ClientCAFile,
+	}, guard.Deps{TLS: cfg.TLS, NATS: d.NATS, Base: s.base, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+		return nil, err
+	}
+	s.TLS = s.Guard.TLS()
+	if err := s.newWrites(cfg, d); err != nil {
+		return nil, err
+	}
+	if s.Controllers, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return s, nil
+}
+
+// newReads builds the read path: the router to cache node replicas and
+// the watch hub over NATS.
+func (s *Set) newReads(cfg Config, d Deps) error {
+	hubMetrics, err := watchhub.NewMetrics(d.Metrics)
+	if err != nil {
+		return err
+	}
+	routeMetrics, err := route.NewMetrics(d.Metrics)
+	if err != nil {
+		return err
+	}
+	var replicas route.Replicas = route.Static(cfg.CacheNodes)
+	if d.Directory != nil {
+		replicas = directoryReplicas{d.Directory}
+	}
+	if s.Router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Hub, err = watchhub.New(watchhub.Config{NATS: d.NATS, Source: s.Router, Ranges: d.Backend.Ranges, Logger: d.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return nil
+}
+
+// newWrites builds upstream's semantics of every built-in resource
+// (whether served now or added to the registry later; others get
+// upstream's generic metadata rules in rest), the field managers and the
+// REST handlers.
+func (s *Set) newWrites(cfg Config, d Deps) error {
+	restMetrics, err := rest.NewMetrics(d.Metrics)
+	if err != nil {
+		return err
+	}
+	if s.Semantics, err = builtin.New(registry.Builtin()); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	fields, err := s.newFieldManager()
+	if err != nil {
+		return err
+	}
+	b := d.Backend
+	s.REST, err = rest.New(s.base, rest.Config{
+		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: s.Router, Metrics: restMetrics,
+		Revisions: b.Revisions, Hub: s.Hub, Codec: s.Codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
+		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
+		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
+		Admission:              s.Chain,
+		Semantics:              s.Semantics,
+		FieldManager:           fields,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return nil
+}
+
+// newFieldManager builds the field managers of managedFields and
+// server-side apply over upstream's scheme and strategies, with the type
+// converter built once, here, from upstream's OpenAPI definitions (its
+// duration is logged).
+func (s *Set) newFieldManager() (*fieldmanager.Managers, error) {
+	t0 := time.Now()
+	tc, err := fieldmanager.NewTypeConverter(s.Semantics.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	s.log.Info("built the field manager's type converter", "took", time.Since(t0).Round(time.Millisecond))
+	fm, err := fieldmanager.New(fieldmanager.Config{Scheme: s.Semantics.Scheme(), TypeConverter: tc, ResetFields: s.Semantics.ResetFields})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return fm, nil
+}
+
+// Bootstrap writes the objects kube-apiserver creates at startup (system
+// namespaces, default RBAC, ...) unless they exist.
+func (s *Set) Bootstrap(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var err error
+	s.step("started", "bootstrap", func() {
+		err = bootstrap.Ensure(ctx, s.backend.Store, s.backend.Registry, s.Semantics)
+	})
+	return err
+}
+
+// Start starts the background parts in order: access (the RBAC feed),
+// admission (its feeds and periodic jobs), guard (audit writer,
+// certificate reload), the cluster-wide controllers (their election).
+func (s *Set) Start() {
+	s.step("started", "access", s.Access.Start)
+	s.step("started", "admission", s.Chain.Start)
+	s.step("started", "guard", s.Guard.Start)
+	s.step("started", "controllers", s.Controllers.Start)
+}
+
+// Stopping is nil until Stop starts, then the reason.
+func (s *Set) Stopping() error { return s.base.Err() }
+
+// Base is cancelled when Stop starts.
+func (s *Set) Base() context.Context { return s.base }
+
+// Stop starts the shutdown: it ends watches (Base), then stops the
+// controllers, the admission and RBAC feeds, the hub, the router and the OpenAPI
+// renderer, in reverse order of start. Requests in flight may still
+// finish. Parts New did not get to build are skipped.
+func (s *Set) Stop() {
+	s.stopOnce.Do(func() {
+		s.cancelBase()
+		if s.Controllers != nil {
+			s.step("stopped", "controllers", s.Controllers.Close)
+		}
+		if s.Chain != nil {
+			s.step("stopped", "admission", s.Chain.Close)
+		}
+		if s.Access != nil {
+			s.step("stopped", "access", s.Access.Close)
+		}
+		if s.Hub != nil {
+			s.step("stopped", "watch hub", func() { s.Hub.Close() })
+		}
+		if s.Router != nil {
+			s.step("stopped", "router", func() { s.Router.Close() })
+		}
+		if s.OpenAPI != nil {
+			s.step("stopped", "openapi", func() { s.OpenAPI.Close() })
+		}
+	})
+}
+
+// Close stops (Stop), waits at most grace for the watch streams, which
+// run on hijacked connections the server's shutdown does not wait for,
+// then closes the guard (audit writer, certificate reloader). It may be
+// called more than once.
+func (s *Set) Close(grace time.Duration) {
+	s.Stop()
+	if s.REST != nil {
+		s.step("stopped", "watch streams", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := s.REST.WaitWatches(ctx); err != nil {
+				s.log.Error("cannot stop watch streams", "err", err)
+			}
+		})
+	}
+	if s.Guard != nil {
+		s.step("stopped", "guard", s.Guard.Close)
+	}
+}
+
+// step runs one start or stop step and logs how long it took.
+func (s *Set) step(what, name string, f func()) {
+	t0 := time.Now()
+	f()
+	s.log.Debug("gateway "+what, "step", name, "took", time.Since(t0))
+}
+
+// directoryReplicas routes reads to the ready replicas the directory
+// knows, best first.
+type directoryReplicas struct{ d *directory.Directory }
+
+func (r directoryReplicas) Replicas(rangeID string) []string {
+	ready := r.d.Ready(rangeID)
+	out := make([]string, 0, len(ready))
+	for _, rep := range ready {
+		out = append(out, rep.ReadAddr)
+	}
+	return out
+}
