@@ -44,9 +44,13 @@ func (s *Store) info(obj runtime.Object) *typeInfo {
 }
 
 // tracksGeneration reports whether obj tracks metadata.generation: typed
-// objects of resources whose strategy does so upstream, unstructured
-// (custom) objects with a spec.
+// objects of resources whose strategy does so upstream, custom resources
+// (upstream's custom resource strategy sets 1 on every create), other
+// unstructured objects with a spec.
 func (s *Store) tracksGeneration(res *registry.Resource, obj runtime.Object) bool {
+	if res.Unstructured() {
+		return true
+	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object["spec"] != nil
 	}

@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +39,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		storagev1.AddToScheme, schedulingv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+		apiextensionsv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {
