@@ -25,6 +25,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
@@ -271,13 +272,19 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Custom resources get apiextensions-apiserver's semantics, the
+	// others the built-in ones.
+	sem, err := customresource.New(b.Registry, g.sem)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
 	rh, err := rest.New(g.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
 		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              g.chain,
-		Semantics:              g.sem,
+		Semantics:              sem,
 		FieldManager:           fields,
 	})
 	if err != nil {

@@ -58,7 +58,7 @@ func (w *world) put(key string, obj runtime.Object) runtime.Object {
 	w.rev++
 	obj = obj.DeepCopyObject()
 	m, _ := objectMeta(obj)
-	m.ResourceVersion = fmt.Sprint(w.rev)
+	m.SetResourceVersion(fmt.Sprint(w.rev))
 	w.objs[key] = obj
 	w.modRevs[key] = w.rev
 	return obj.DeepCopyObject()
@@ -157,7 +157,7 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 		return nil, err
 	}
 	s.mu.Lock()
-	s.tried = append(s.tried, m.Name)
+	s.tried = append(s.tried, m.GetName())
 	clash := s.clashes > 0
 	s.clashes--
 	s.mu.Unlock()
@@ -166,11 +166,11 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	key := res.Key(m.Namespace, m.Name)
+	key := res.Key(m.GetNamespace(), m.GetName())
 	if _, ok := s.w.objs[key]; ok {
 		return nil, fmt.Errorf("cannot create: %w", storage.ErrAlreadyExists)
 	}
-	m.UID = types.UID("uid-" + m.Name)
+	m.SetUID(types.UID("uid-" + m.GetName()))
 	return s.w.put(key, obj), nil
 }
 
@@ -358,10 +358,10 @@ func (a *fakeAdmission) Admit(_ context.Context, at *admission.Attributes) error
 		if err != nil {
 			return err
 		}
-		if m.Labels == nil {
-			m.Labels = map[string]string{}
+		if m.GetLabels() == nil {
+			m.SetLabels(map[string]string{})
 		}
-		m.Labels[a.label] = "yes"
+		m.GetLabels()[a.label] = "yes"
 	}
 	return a.admitErr
 }
@@ -465,10 +465,10 @@ func (e *env) seed(gvr schema.GroupVersionResource, objs ...runtime.Object) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if m.UID == "" {
-			m.UID = types.UID("uid-" + m.Name)
+		if m.GetUID() == "" {
+			m.SetUID(types.UID("uid-" + m.GetName()))
 		}
-		e.w.put(res.Key(m.Namespace, m.Name), obj)
+		e.w.put(res.Key(m.GetNamespace(), m.GetName()), obj)
 	}
 }
 
