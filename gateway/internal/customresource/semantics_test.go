@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,7 +65,7 @@ type noBuiltin struct{}
 
 var errBuiltin = errors.New("built-in semantics called")
 
-func (noBuiltin) Scheme() *runtime.Scheme  { return runtime.NewScheme() }
+func (noBuiltin) Scheme() *runtime.Scheme    { return runtime.NewScheme() }
 func (noBuiltin) Default(obj runtime.Object) {}
 func (noBuiltin) Create(context.Context, *registry.Resource, string, runtime.Object) (builtin.Result, error) {
 	return builtin.Result{}, errBuiltin
@@ -251,7 +251,11 @@ func TestUpdate(t *testing.T) {
 		}
 	}
 	old := stored(map[string]any{"size": int64(3), "color": "red"}, false)
-	withRV := func(u *unstructured.Unstructured) *unstructured.Unstructured { u.SetResourceVersion("7"); u.SetUID("uid"); return u }
+	withRV := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetResourceVersion("7")
+		u.SetUID("uid")
+		return u
+	}
 	f("spec change bumps generation, status kept", "",
 		withRV(widget(map[string]any{"size": int64(4), "color": "red"}, map[string]any{"status": map[string]any{"ready": true}})), old, nil,
 		func(u *unstructured.Unstructured) string {
