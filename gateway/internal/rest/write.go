@@ -293,7 +293,7 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 }
 
 func (h *Handler) patch(ctx context.Context, r *request) error {
-	pt, err := negotiate.PatchType(string(r.rc.Request.Header.ContentType()), true)
+	pt, err := negotiate.PatchType(string(r.rc.Request.Header.ContentType()), !r.res.Unstructured())
 	if err != nil {
 		return err
 	}
