@@ -14,9 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kgate/kgate/deploy/devcluster"
 
 	"github.com/kgate/kgate/storage/storagetest"
 )
@@ -25,7 +30,7 @@ import (
 const crdPrefix = "/registry/apiextensions.k8s.io/customresourcedefinitions/"
 
 // widgetCRD is an established CRD of group's widgets: v1 (storage, status
-// subresource) and v1beta1, spec.size an integer ≥ 1 that a CEL rule caps
+// subresource, spec.color a selectable field) and v1beta1, spec.size an integer ≥ 1 that a CEL rule caps
 // at 10, spec.color defaulting to blue, status.ready a boolean.
 func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
 	one := 1.0
@@ -51,7 +56,8 @@ func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
 			Group: group, Names: names, Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
 				{Name: "v1", Served: true, Storage: true, Schema: schema,
-					Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}},
+					Subresources:     &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+					SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.color"}}},
 				{Name: "v1beta1", Served: true, Schema: schema},
 			},
 		},
@@ -74,6 +80,36 @@ func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
 // endpoints.
 func TestCRDServe(t *testing.T) {
 	c := cluster(t)
+	testCRDServe(t, c, restConfig(t, c, true, nil))
+}
+
+// TestCRDServeSharded serves a custom resource with 3 cache nodes and 2
+// gateways, all of it through the second gateway: every gateway and
+// cache node follows the CRDs in etcd.
+func TestCRDServeSharded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: skipped under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := startDev(ctx, devcluster.Config{
+		DataDir: t.TempDir(), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
+		CacheNodes: 3, Gateways: 2, Replicas: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}()
+	cfg := restConfig(t, c, true, nil)
+	cfg.Host = "https://" + c.Gateways[1].Gateway.Addr()
+	testCRDServe(t, c, cfg)
+}
+
+func testCRDServe(t *testing.T, c *devcluster.Cluster, cfg *rest.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	group := uniqueNS("crdserve") + ".example.com"
@@ -88,7 +124,6 @@ func TestCRDServe(t *testing.T) {
 	}
 	defer c.EtcdClient().Delete(context.Background(), key)
 
-	cfg := restConfig(t, c, true, nil)
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +154,11 @@ func TestCRDServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := uniqueNS("crdserve")
-	ensureNamespace(t, clientset(t, c, true, nil), ns)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureNamespace(t, cs, ns)
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
 	widgets := dyn.Resource(gvr).Namespace(ns)
 	widget := func(name string, spec map[string]any) *unstructured.Unstructured {
@@ -167,6 +206,33 @@ func TestCRDServe(t *testing.T) {
 	list, err := widgets.List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "w1" {
 		t.Fatalf("list: %v, %v", list, err)
+	}
+
+	// Field selectors on the selectable field.
+	for sel, want := range map[string]int{"spec.color=blue": 1, "spec.color=red": 0, "metadata.name=w1": 1} {
+		l, err := widgets.List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil || len(l.Items) != want {
+			t.Errorf("list %s: %v items, %v; want %d", sel, l, err, want)
+		}
+	}
+	if _, err := widgets.List(ctx, metav1.ListOptions{FieldSelector: "spec.size=3"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("a field that is not selectable: %v, want 400", err)
+	}
+
+	// Patches: merge and JSON patch work, strategic merge is a 415.
+	if p, err := widgets.Patch(ctx, "w1", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{}); err != nil || p.GetLabels()["a"] != "b" || p.GetGeneration() != 1 {
+		t.Errorf("merge patch: %v, %v", p, err)
+	}
+	if _, err := widgets.Patch(ctx, "w1", types.StrategicMergePatchType, []byte(`{}`), metav1.PatchOptions{}); !apierrors.IsUnsupportedMediaType(err) {
+		t.Errorf("strategic merge patch: %v, want 415", err)
+	}
+	got, err = widgets.Get(ctx, "w1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err = widgets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// Watch from the list; the status subresource sets status without a
