@@ -278,6 +278,10 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
+	crFields, err := customresource.NewFieldManagers(sem, fields)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
 	rh, err := rest.New(g.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: g.router, Metrics: restMetrics,
 		Revisions: b.Revisions, Hub: g.hub, Codec: g.codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
@@ -285,7 +289,7 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              g.chain,
 		Semantics:              sem,
-		FieldManager:           fields,
+		FieldManager:           crFields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)

@@ -76,7 +76,8 @@ func widgetCRD(group string) *apiextensionsv1.CustomResourceDefinition {
 // through client-go's dynamic client: create (pruned, defaulted, status
 // dropped), get in both versions, list, watch, the status subresource
 // (generation bumped only by spec changes), 422 with upstream's messages
-// for a schema and a CEL violation; removing the CRD removes the
+// for a schema and a CEL violation, field selectors, patches and
+// server-side apply; removing the CRD removes the
 // endpoints.
 func TestCRDServe(t *testing.T) {
 	c := cluster(t)
@@ -90,7 +91,7 @@ func TestCRDServeSharded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: skipped under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := startDev(ctx, devcluster.Config{
 		DataDir: t.TempDir(), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
@@ -226,9 +227,27 @@ func testCRDServe(t *testing.T, c *devcluster.Cluster, cfg *rest.Config) {
 	if _, err := widgets.Patch(ctx, "w1", types.StrategicMergePatchType, []byte(`{}`), metav1.PatchOptions{}); !apierrors.IsUnsupportedMediaType(err) {
 		t.Errorf("strategic merge patch: %v, want 415", err)
 	}
+	// Server-side apply creates and records its manager; managedFields
+	// record the other writes too.
+	applied, err := widgets.Apply(ctx, "w2", widget("w2", map[string]any{"size": int64(2)}), metav1.ApplyOptions{FieldManager: "crd-test"})
+	if err != nil {
+		t.Fatalf("server-side apply: %v", err)
+	}
+	if mf := applied.GetManagedFields(); len(mf) != 1 || mf[0].Manager != "crd-test" || mf[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("managedFields after apply: %+v", mf)
+	}
+	if color, _, _ := unstructured.NestedString(applied.Object, "spec", "color"); color != "blue" {
+		t.Errorf("applied spec.color %q, want the default", color)
+	}
+	if err := widgets.Delete(ctx, "w2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	got, err = widgets.Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(got.GetManagedFields()) == 0 {
+		t.Error("no managedFields on a created widget")
 	}
 	list, err = widgets.List(ctx, metav1.ListOptions{})
 	if err != nil {
