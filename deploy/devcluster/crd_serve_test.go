@@ -189,6 +189,13 @@ func testCRDServe(t *testing.T, c *devcluster.Cluster, cfg *rest.Config) {
 		t.Errorf("created metadata: generation %d, uid %q, resourceVersion %q", created.GetGeneration(), created.GetUID(), created.GetResourceVersion())
 	}
 
+	// fieldValidation Strict (kubectl's default) refuses unknown fields
+	// as upstream's decoder does.
+	_, err = widgets.Create(ctx, widget("strict", map[string]any{"size": int64(3), "extra": "x"}), metav1.CreateOptions{FieldValidation: "Strict"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `strict decoding error: unknown field "spec.extra"`) {
+		t.Errorf("strict create with unknown fields: %v, want upstream's 400", err)
+	}
+
 	// Get, in both versions; list.
 	got, err := widgets.Get(ctx, "w1", metav1.GetOptions{})
 	if err != nil || got.GetResourceVersion() != created.GetResourceVersion() {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
@@ -87,8 +88,15 @@ func (f *FieldManagers) Apply(res *registry.Resource, subresource string, live r
 	if live == nil {
 		live = empty(res.GVK())
 	}
+	// Integers decode as int64, as they come out of etcd: the
+	// strategy's CEL rules refuse a float64 where the schema says
+	// integer.
 	patchObj := &unstructured.Unstructured{Object: map[string]any{}}
-	if err := yaml.Unmarshal(patch, &patchObj.Object); err != nil {
+	j, err := yaml.YAMLToJSON(patch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", fieldmanager.ErrDecode, err)
+	}
+	if err := utiljson.Unmarshal(j, &patchObj.Object); err != nil {
 		return nil, fmt.Errorf("%w: %w", fieldmanager.ErrDecode, err)
 	}
 	return fm.Apply(live, patchObj, manager, force)

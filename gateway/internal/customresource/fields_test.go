@@ -31,8 +31,7 @@ func managers(u *unstructured.Unstructured) map[string]string {
 	return out
 }
 
-// spec returns spec.<field> printed (numbers decoded from an apply
-// patch are float64, as upstream's apply patcher decodes them).
+// spec returns spec.<field> printed.
 func spec(u *unstructured.Unstructured, field string) string {
 	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", field)
 	return fmt.Sprint(v)
@@ -50,7 +49,7 @@ func TestFieldManagers(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := obj.(*unstructured.Unstructured)
-	if size := spec(u, "size"); size != "3" || managers(u)["alice"] != "Apply" {
+	if size, ok, _ := unstructured.NestedInt64(u.Object, "spec", "size"); !ok || size != 3 || managers(u)["alice"] != "Apply" {
 		t.Fatalf("applied %v, managers %v", u.Object, managers(u))
 	}
 	// Another manager changing alice's field conflicts (409) unless forced.

@@ -118,27 +118,41 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*ve
 // fields pruned (unless the CRD preserves them), nulls of non-nullable
 // fields without default dropped, then defaults applied.
 func (v *version) coerce(u *unstructured.Unstructured) error {
-	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
-	objectMeta, foundMeta, _, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{})
-	if err != nil {
+	if _, err := v.prune(u, false); err != nil {
 		return err
+	}
+	v.defaults(u)
+	return nil
+}
+
+// prune is upstream's unstructuredSchemaCoercer.apply: it returns the
+// paths of the fields it dropped when track is set (the unknown fields
+// fieldValidation reports).
+func (v *version) prune(u *unstructured.Unstructured, track bool) ([]string, error) {
+	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
+	objectMeta, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{ReturnUnknownFieldPaths: track})
+	if err != nil {
+		return nil, err
 	}
 	if v.structural != nil && !v.preserveUnknownFields {
-		structuralpruning.PruneWithOptions(u.Object, v.structural, true, structuralschema.UnknownFieldPathOptions{})
+		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, v.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: track})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, v.structural)
 	}
-	if err, _ := schemaobjectmeta.CoerceWithOptions(nil, u.Object, v.structural, false, schemaobjectmeta.CoerceOptions{}); err != nil {
-		return err
+	// CoerceWithOptions returns a *field.Error: kept out of err, where a
+	// nil one would not be nil.
+	ferr, paths := schemaobjectmeta.CoerceWithOptions(nil, u.Object, v.structural, false, schemaobjectmeta.CoerceOptions{ReturnUnknownFieldPaths: track})
+	if ferr != nil {
+		return nil, ferr
 	}
+	unknown = append(unknown, paths...)
 	u.SetKind(kind)
 	u.SetAPIVersion(apiVersion)
 	if foundMeta {
 		if err := schemaobjectmeta.SetObjectMeta(u.Object, objectMeta); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	v.defaults(u)
-	return nil
+	return unknown, nil
 }
 
 // defaults applies the schema's defaults, as upstream's decoder does to

@@ -92,6 +92,27 @@ func (s *Semantics) Default(obj runtime.Object) {
 	_ = v.coerce(u)
 }
 
+// UnknownFields returns the paths of the fields of a custom resource, as
+// decoded from a request, that its schema does not know: what upstream's
+// decoder reports for fieldValidation Strict and Warn. obj is not
+// modified; other objects have none.
+func (s *Semantics) UnknownFields(obj runtime.Object) []string {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil
+	}
+	res := s.lookupKind(u.GroupVersionKind())
+	if res == nil {
+		return nil
+	}
+	v, err := s.version(res.CRD, res.Version)
+	if err != nil {
+		return nil
+	}
+	paths, _ := v.prune(u.DeepCopy(), true)
+	return paths
+}
+
 // Create applies upstream's create semantics to a custom resource of res
 // (the served version, decoded and coerced): the name from generateName,
 // PrepareForCreate (status dropped when the status subresource is

@@ -308,3 +308,18 @@ func TestBuiltinPassThrough(t *testing.T) {
 		t.Errorf("a configmap update: %v, want the built-in semantics", err)
 	}
 }
+
+func TestUnknownFields(t *testing.T) {
+	s, _ := newSemantics(t)
+	obj := widget(map[string]any{"size": int64(1), "extra": "x", "labels": map[string]any{"free": "form"}}, map[string]any{"top": true})
+	got := s.UnknownFields(obj)
+	if strings.Join(got, ",") != "spec.extra,top" {
+		t.Errorf("unknown fields %q, want spec.extra and top", got)
+	}
+	if _, ok := obj.Object["top"]; !ok {
+		t.Error("UnknownFields modified the object")
+	}
+	if got := s.UnknownFields(widget(map[string]any{"size": int64(1)}, nil)); len(got) != 0 {
+		t.Errorf("unknown fields of a valid widget: %q", got)
+	}
+}

@@ -45,6 +45,9 @@ func (h *Handler) decodeBody(r *request, optionsKind string, gvk schema.GroupVer
 	for _, w := range warnings {
 		r.rc.Response.Header.Add("Warning", `299 - "`+w+`"`)
 	}
+	if err := h.checkUnknownFields(r, fv, obj); err != nil {
+		return nil, err
+	}
 	if got := obj.GetObjectKind().GroupVersionKind(); !got.Empty() && got != gvk {
 		if got.GroupVersion() != gvk.GroupVersion() {
 			return nil, apierror.BadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", got.GroupVersion(), gvk.GroupVersion()))
@@ -356,6 +359,9 @@ func (h *Handler) applyPatch(ctx context.Context, r *request, dry bool, pt types
 		}
 		sent, _, err := h.cfg.Codec.Decode(patched, negotiate.JSON, fv, r.res.GVK(), into)
 		if err != nil {
+			return nil, err
+		}
+		if err := h.checkUnknownFields(r, fv, sent); err != nil {
 			return nil, err
 		}
 		h.defaulted(sent)
