@@ -1,7 +1,8 @@
 // Package backend opens the storage stack every kgate role runs on, in
 // one place: the registry of served resources, the codec of etcd values,
-// the range table, the store, the revision oracle and the Service IP
-// allocator, in that order, and closes them in reverse.
+// the range table, the store, the revision oracle, the Service IP
+// allocator and the CRD follower (custom resources into the registry), in
+// that order, and closes them in reverse.
 package backend
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/crds"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
@@ -53,6 +55,9 @@ type Backend struct {
 	// Etcd is Config.Etcd, for what works on etcd below the store (the
 	// CRD controller's watch and cleanup). Not closed by Close.
 	Etcd *clientv3.Client
+	// CRDs keeps Registry serving the custom resources of the
+	// established CRDs in etcd; Open returns once it has listed them.
+	CRDs *crds.Follower
 
 	log *slog.Logger
 }
@@ -93,6 +98,10 @@ func Open(cfg Config) (_ *Backend, err error) {
 			b.ServiceIPs, err = ipalloc.New(ipalloc.Config{Client: cfg.Etcd, CIDR: cfg.ServiceCIDR, Logger: cfg.Logger.With("component", "ipalloc")})
 			return err
 		}},
+		{"CRDs", func() (err error) {
+			b.CRDs, err = crds.Start(crds.Config{Etcd: cfg.Etcd, Registry: b.Registry, Logger: cfg.Logger.With("component", "crds")})
+			return err
+		}},
 	}
 	for _, s := range steps {
 		t0 := time.Now()
@@ -104,9 +113,16 @@ func Open(cfg Config) (_ *Backend, err error) {
 	return b, nil
 }
 
-// Close stops what Open started, in reverse order: the revision oracle
-// (the others hold nothing to stop). It may be called more than once.
+// Close stops what Open started, in reverse order: the CRD follower and
+// the revision oracle (the others hold nothing to stop). It may be called
+// more than once.
 func (b *Backend) Close() {
+	if b.CRDs != nil {
+		t0 := time.Now()
+		b.CRDs.Close()
+		b.CRDs = nil
+		b.log.Debug("storage closed", "step", "CRDs", "took", time.Since(t0))
+	}
 	if b.Revisions != nil {
 		t0 := time.Now()
 		b.Revisions.Close()

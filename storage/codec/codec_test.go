@@ -6,7 +6,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -220,4 +222,28 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoded object does not decode: %v\n%s", err, b)
 		}
 	})
+}
+
+func TestUnstructured(t *testing.T) {
+	c := codec.New(runtime.NewScheme())
+	in := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "ns"},
+		"spec":     map[string]any{"size": int64(3), "ratio": 0.5},
+	}}
+	b, err := c.EncodeJSON(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &unstructured.Unstructured{}
+	out.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"})
+	if err := c.Decode(b, out); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(in.Object, out.Object) {
+		t.Fatalf("round trip of %s: got %v, want %v", b, out.Object, in.Object)
+	}
+	if _, err := c.EncodeJSON(&unstructured.Unstructured{Object: map[string]any{}}); err == nil {
+		t.Error("encoded an unstructured object without kind")
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -109,10 +110,9 @@ func (r *Registry) validate(s *Snapshot, res *Resource) error {
 	if _, dup := s.byGVR[res.GVR()]; dup {
 		return fmt.Errorf("cannot register %v: %w", res.GVR(), ErrExists)
 	}
-	// Every kind is a Go type of the scheme for now. A custom resource
-	// (served as unstructured) will bring its own codec here: a
-	// per-resource decoder and encoder instead of the scheme's.
-	if !r.scheme.Recognizes(res.GVK()) {
+	// Every kind is a Go type of the scheme but a custom resource's,
+	// served as unstructured.
+	if !res.Unstructured() && !r.scheme.Recognizes(res.GVK()) {
 		return fmt.Errorf("cannot register %v: kind %v unknown to the scheme: %w", res.GVR(), res.GVK(), ErrInvalid)
 	}
 	if len(res.FieldSelectors) > 0 && res.Fields == nil {
@@ -155,6 +155,32 @@ func (r *Registry) Add(resources ...Resource) error {
 	defer r.mu.Unlock()
 	cur := r.snap.Load()
 	s, err := r.build(cur.resources, resources, nil)
+	if err != nil {
+		return err
+	}
+	r.publish(cur, s)
+	return nil
+}
+
+// Replace unregisters remove and registers add in one change, all or
+// none: readers never see the resources of a changed custom resource
+// definition missing in between. It fails, changing nothing, as Remove
+// and Add do.
+func (r *Registry) Replace(remove []schema.GroupVersionResource, add []Resource) error {
+	if len(remove) == 0 && len(add) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	rm := make(map[schema.GroupVersionResource]bool, len(remove))
+	for _, gvr := range remove {
+		if _, ok := cur.byGVR[gvr]; !ok {
+			return fmt.Errorf("cannot unregister %v: %w", gvr, ErrNotFound)
+		}
+		rm[gvr] = true
+	}
+	s, err := r.build(cur.resources, add, rm)
 	if err != nil {
 		return err
 	}
@@ -227,8 +253,13 @@ func (r *Registry) GroupVersionResources(group, version string) []*Resource {
 	return r.snap.Load().GroupVersionResources(group, version)
 }
 
-// New returns a new empty object of the resource's served kind.
+// New returns a new empty object of the resource's served kind: an
+// *unstructured.Unstructured with apiVersion and kind set for a custom
+// resource.
 func (r *Registry) New(res *Resource) (runtime.Object, error) {
+	if res.Unstructured() {
+		return newUnstructured(res.GVK()), nil
+	}
 	obj, err := r.scheme.New(res.GVK())
 	if err != nil {
 		return nil, fmt.Errorf("cannot make %v: %w", res.GVK(), err)
@@ -238,11 +269,20 @@ func (r *Registry) New(res *Resource) (runtime.Object, error) {
 
 // NewStored returns a new empty object of the resource's storage kind.
 func (r *Registry) NewStored(res *Resource) (runtime.Object, error) {
+	if res.Unstructured() {
+		return newUnstructured(res.StorageGVK()), nil
+	}
 	obj, err := r.scheme.New(res.StorageGVK())
 	if err != nil {
 		return nil, fmt.Errorf("cannot make %v: %w", res.StorageGVK(), err)
 	}
 	return obj, nil
+}
+
+func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(gvk)
+	return u
 }
 
 // Generation is the snapshot's place in the registry's history.

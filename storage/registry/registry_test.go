@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -288,4 +291,57 @@ func TestConcurrent(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+}
+
+func TestReplaceUnstructured(t *testing.T) {
+	reg, err := NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	v1 := Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true, Prefix: "/registry/example.com/widgets", CRD: crd}
+	if err := reg.Replace(nil, []Resource{v1}); err != nil {
+		t.Fatalf("a kind unknown to the scheme, served unstructured: %v", err)
+	}
+	v2 := v1
+	v2.Version = "v2"
+	changed := reg.Changed()
+	gen := reg.Generation()
+	if err := reg.Replace([]schema.GroupVersionResource{v1.GVR()}, []Resource{v2}); err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	if _, ok := reg.Lookup(v1.GVR()); ok {
+		t.Error("v1 still served")
+	}
+	res, ok := reg.Lookup(v2.GVR())
+	if !ok || reg.Generation() != gen+1 {
+		t.Fatalf("v2 served %v at generation %d, want one change", ok, reg.Generation())
+	}
+	for _, f := range []func(*Resource) (runtime.Object, error){reg.New, reg.NewStored} {
+		obj, err := f(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GroupVersionKind() != v2.GVK() {
+			t.Errorf("new object %#v, want an unstructured %v", obj, v2.GVK())
+		}
+	}
+	// All or none.
+	if err := reg.Replace([]schema.GroupVersionResource{v1.GVR()}, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("removing what is not served: %v, want ErrNotFound", err)
+	}
+	if err := reg.Replace([]schema.GroupVersionResource{v2.GVR()}, []Resource{v2, v2}); !errors.Is(err, ErrExists) {
+		t.Errorf("adding twice: %v, want ErrExists", err)
+	}
+	if _, ok := reg.Lookup(v2.GVR()); !ok || reg.Generation() != gen+1 {
+		t.Error("a failed Replace changed the registry")
+	}
+	// Typed kinds still must be known to the scheme.
+	bad := v1
+	bad.CRD = nil
+	if err := reg.Replace(nil, []Resource{bad}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a typed kind unknown to the scheme: %v, want ErrInvalid", err)
+	}
 }

@@ -12,6 +12,7 @@ package registry
 import (
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,7 +51,18 @@ type Resource struct {
 	// kind (typed, as decoded with the registry's scheme). Nil when
 	// FieldSelectors is empty.
 	Fields func(obj runtime.Object) fields.Set
+
+	// CRD is the CustomResourceDefinition a custom resource is served
+	// from (nil for every other resource): its objects are
+	// *unstructured.Unstructured, not Go types of the scheme, stored as
+	// JSON, and their semantics (schema, defaults, CEL rules,
+	// subresources) come from it. Shared and read-only.
+	CRD *apiextensionsv1.CustomResourceDefinition
 }
+
+// Unstructured reports whether objects of the resource are
+// *unstructured.Unstructured (a custom resource).
+func (r *Resource) Unstructured() bool { return r.CRD != nil }
 
 // AllVerbs is the verb list of an ordinary resource.
 var AllVerbs = []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}

@@ -31,7 +31,12 @@ func newDecoder(rng *ranges.Range, reg *registry.Registry, c *codec.Codec, eager
 	if _, err := reg.NewStored(d.res); err != nil {
 		return nil, err
 	}
-	d.toProto = d.protobufFromJSON
+	if d.res.Unstructured() {
+		// Custom resources have no protobuf form: JSON only.
+		d.eager = false
+	} else {
+		d.toProto = d.protobufFromJSON
+	}
 	return d, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/controllers"
+	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
@@ -187,9 +188,9 @@ func (s *Set) newReads(cfg Config, d Deps) error {
 }
 
 // newWrites builds upstream's semantics of every built-in resource
-// (whether served now or added to the registry later; others get
-// upstream's generic metadata rules in rest), the field managers and the
-// REST handlers.
+// (whether served now or added to the registry later) and
+// apiextensions-apiserver's of custom resources, the field managers and
+// the REST handlers.
 func (s *Set) newWrites(cfg Config, d Deps) error {
 	restMetrics, err := rest.NewMetrics(d.Metrics)
 	if err != nil {
@@ -203,14 +204,24 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 		return err
 	}
 	b := d.Backend
+	// Custom resources get apiextensions-apiserver's semantics, the
+	// others the built-in ones.
+	sem, err := customresource.New(b.Registry, s.Semantics)
+	if err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	crFields, err := customresource.NewFieldManagers(sem, fields)
+	if err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
 	s.REST, err = rest.New(s.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: s.Router, Metrics: restMetrics,
 		Revisions: b.Revisions, Hub: s.Hub, Codec: s.Codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              s.Chain,
-		Semantics:              s.Semantics,
-		FieldManager:           fields,
+		Semantics:              sem,
+		FieldManager:           crFields,
 	})
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)

@@ -1,6 +1,9 @@
 // Package convert converts between the kind a resource is served as and
 // the kind it is stored as, where they differ: events.k8s.io/v1 Events are
-// kept in etcd as core/v1 Events, as kube-apiserver keeps them.
+// kept in etcd as core/v1 Events, as kube-apiserver keeps them; custom
+// resources of a version other than the storage version are converted as
+// upstream's "None" conversion strategy does (apiextensions-apiserver
+// pkg/apiserver/conversion.nopConverter: only apiVersion changes).
 package convert
 
 import (
@@ -8,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -16,6 +21,8 @@ import (
 // FromStorage converts a stored object to the served kind of res.
 func FromStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return customResource(o, res.GVK())
 	case *corev1.Event:
 		if res.Group == eventsv1.GroupName {
 			return eventFromCore(o), nil
@@ -28,12 +35,25 @@ func FromStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, er
 // ToStorage converts a served object of res to its storage kind.
 func ToStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
 	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return customResource(o, res.StorageGVK())
 	case *eventsv1.Event:
 		return eventToCore(o), nil
 	case *corev1.Event:
 		return o, nil
 	}
 	return nil, fmt.Errorf("cannot convert %T to %v", obj, res.StorageGVK())
+}
+
+// customResource converts a custom resource to gvk, a version of its
+// kind, with the None strategy. Webhook conversion is not served yet.
+func customResource(in *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
+	if in.GroupVersionKind().GroupKind() != gvk.GroupKind() {
+		return nil, fmt.Errorf("cannot convert %v to %v", in.GroupVersionKind(), gvk)
+	}
+	out := in.DeepCopy()
+	out.SetAPIVersion(gvk.GroupVersion().String())
+	return out, nil
 }
 
 func eventFromCore(in *corev1.Event) *eventsv1.Event {

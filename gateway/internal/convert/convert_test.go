@@ -7,7 +7,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -56,5 +59,35 @@ func TestEventRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(core, back); diff != "" {
 		t.Fatalf("round trip changed the event (-want +got):\n%s", diff)
+	}
+}
+
+func TestCustomResourceNone(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	beta := &registry.Resource{Group: "example.com", Version: "v1beta1", Resource: "widgets", Kind: "Widget", CRD: crd,
+		StorageKind: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}}
+	stored := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w"}, "spec": map[string]any{"size": int64(3)},
+	}}
+	served, err := FromStorage(beta, stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := served.(*unstructured.Unstructured)
+	if u.GetAPIVersion() != "example.com/v1beta1" || stored.GetAPIVersion() != "example.com/v1" {
+		t.Errorf("served %s from stored %s: want v1beta1, the stored one unchanged", u.GetAPIVersion(), stored.GetAPIVersion())
+	}
+	back, err := ToStorage(beta, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(stored.Object, back.(*unstructured.Unstructured).Object); diff != "" {
+		t.Errorf("round trip (-stored +back):\n%s", diff)
+	}
+	other := stored.DeepCopy()
+	other.SetKind("Gadget")
+	if _, err := FromStorage(beta, other); err == nil {
+		t.Error("converted a Gadget to a Widget")
 	}
 }

@@ -50,10 +50,10 @@ func (h *Handler) attributes(r *request, op admission.Operation, obj, old runtim
 	if obj != nil {
 		if m, err := objectMeta(obj); err == nil {
 			if a.Name == "" {
-				a.Name = m.Name
+				a.Name = m.GetName()
 			}
 			if r.res.Namespaced && a.Namespace == "" {
-				a.Namespace = m.Namespace
+				a.Namespace = m.GetNamespace()
 			}
 		}
 	}
@@ -107,7 +107,7 @@ func (h *Handler) validate(ctx context.Context, r *request, a *admission.Attribu
 		a.Object = obj
 		if m, err := objectMeta(obj); err == nil && a.Name == "" {
 			// The name generated from generateName.
-			a.Name = m.Name
+			a.Name = m.GetName()
 		}
 	}
 	if h.cfg.Admission == nil {

@@ -196,7 +196,7 @@ func (h *Handler) scaleFields(r *request, cur runtime.Object, curScale *autoscal
 	if err != nil {
 		return nil, err
 	}
-	sf, err := fieldmanager.NewScaleFields(r.res, m.ManagedFields)
+	sf, err := fieldmanager.NewScaleFields(r.res, m.GetManagedFields())
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,8 @@ func parentFields(sf *fieldmanager.ScaleFields, parent runtime.Object, s *autosc
 	if err != nil {
 		return err
 	}
-	m.ManagedFields, err = sf.ToParent(s.ManagedFields)
+	mf, err := sf.ToParent(s.ManagedFields)
+	m.SetManagedFields(mf)
 	return err
 }
 

@@ -58,7 +58,7 @@ func (w *world) put(key string, obj runtime.Object) runtime.Object {
 	w.rev++
 	obj = obj.DeepCopyObject()
 	m, _ := objectMeta(obj)
-	m.ResourceVersion = fmt.Sprint(w.rev)
+	m.SetResourceVersion(fmt.Sprint(w.rev))
 	w.objs[key] = obj
 	w.modRevs[key] = w.rev
 	return obj.DeepCopyObject()
@@ -156,11 +156,11 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	if err != nil {
 		return nil, err
 	}
-	if s.tooLarge && len(m.ManagedFields) > 0 {
+	if s.tooLarge && len(m.GetManagedFields()) > 0 {
 		return nil, fmt.Errorf("cannot create: %w", storage.ErrTooLarge)
 	}
 	s.mu.Lock()
-	s.tried = append(s.tried, m.Name)
+	s.tried = append(s.tried, m.GetName())
 	clash := s.clashes > 0
 	s.clashes--
 	s.mu.Unlock()
@@ -169,11 +169,11 @@ func (s *fakeStore) Create(_ context.Context, res *registry.Resource, obj runtim
 	}
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	key := res.Key(m.Namespace, m.Name)
+	key := res.Key(m.GetNamespace(), m.GetName())
 	if _, ok := s.w.objs[key]; ok {
 		return nil, fmt.Errorf("cannot create: %w", storage.ErrAlreadyExists)
 	}
-	m.UID = types.UID("uid-" + m.Name)
+	m.SetUID(types.UID("uid-" + m.GetName()))
 	return s.w.put(key, obj), nil
 }
 
@@ -203,7 +203,7 @@ func (s *fakeStore) Update(_ context.Context, res *registry.Resource, ns, name s
 	if err != nil {
 		return nil, err
 	}
-	if m, err := objectMeta(next); err == nil && s.tooLarge && len(m.ManagedFields) > 0 {
+	if m, err := objectMeta(next); err == nil && s.tooLarge && len(m.GetManagedFields()) > 0 {
 		return nil, fmt.Errorf("cannot update: %w", storage.ErrTooLarge)
 	}
 	s.w.mu.Lock()
@@ -373,17 +373,17 @@ func (a *fakeAdmission) Admit(_ context.Context, at *admission.Attributes) error
 		if err != nil {
 			return err
 		}
-		if m.Labels == nil {
-			m.Labels = map[string]string{}
+		if m.GetLabels() == nil {
+			m.SetLabels(map[string]string{})
 		}
-		m.Labels[a.label] = "yes"
+		m.GetLabels()[a.label] = "yes"
 	}
 	if a.corrupt && at.Object != nil {
 		m, err := objectMeta(at.Object)
 		if err != nil {
 			return err
 		}
-		m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "outdated-webhook", Operation: "Bogus"}}
+		m.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "outdated-webhook", Operation: "Bogus"}})
 	}
 	return a.admitErr
 }
@@ -487,10 +487,10 @@ func (e *env) seed(gvr schema.GroupVersionResource, objs ...runtime.Object) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if m.UID == "" {
-			m.UID = types.UID("uid-" + m.Name)
+		if m.GetUID() == "" {
+			m.SetUID(types.UID("uid-" + m.GetName()))
 		}
-		e.w.put(res.Key(m.Namespace, m.Name), obj)
+		e.w.put(res.Key(m.GetNamespace(), m.GetName()), obj)
 	}
 }
 

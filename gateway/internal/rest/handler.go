@@ -184,7 +184,7 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *re
 	if info.Verb == "watch" {
 		return h.watch(r)
 	}
-	m, err := negotiate.Negotiate(string(rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: true})
+	m, err := negotiate.Negotiate(string(rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: !r.res.Unstructured()})
 	if err != nil {
 		return err
 	}

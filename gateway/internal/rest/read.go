@@ -319,15 +319,15 @@ func (h *Handler) matches(r *request, obj runtime.Object, ls labels.Selector, fs
 	if err != nil {
 		return false, err
 	}
-	if !ls.Empty() && !ls.Matches(labels.Set(m.Labels)) {
+	if !ls.Empty() && !ls.Matches(labels.Set(m.GetLabels())) {
 		return false, nil
 	}
 	if fs.Empty() {
 		return true, nil
 	}
-	set := fields.Set{"metadata.name": m.Name}
+	set := fields.Set{"metadata.name": m.GetName()}
 	if r.res.Namespaced {
-		set["metadata.namespace"] = m.Namespace
+		set["metadata.namespace"] = m.GetNamespace()
 	}
 	if r.res.Fields != nil {
 		for k, v := range r.res.Fields(obj) {

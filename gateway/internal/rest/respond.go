@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kgate/kgate/cachenode/client"
@@ -14,12 +16,16 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// objectMeta returns the metadata of a typed object.
-func objectMeta(obj runtime.Object) (*metav1.ObjectMeta, error) {
+// objectMeta returns the metadata of an object, typed or unstructured (a
+// custom resource).
+func objectMeta(obj runtime.Object) (metav1.Object, error) {
 	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
 		if m, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
 			return m, nil
 		}
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
 	}
 	return nil, fmt.Errorf("cannot read the metadata of %T", obj)
 }
@@ -106,7 +112,7 @@ func (h *Handler) writeObject(r *request, code int, obj runtime.Object) error {
 			return err
 		}
 		if om, err := objectMeta(obj); err == nil {
-			t.ResourceVersion = om.ResourceVersion
+			t.ResourceVersion = om.GetResourceVersion()
 		}
 		out = t
 	case negotiate.AsPartialObjectMetadata:
@@ -125,14 +131,13 @@ func (h *Handler) writeObject(r *request, code int, obj runtime.Object) error {
 	return h.send(r, code, m.ContentType(), body)
 }
 
-func partial(r *request, om *metav1.ObjectMeta, version string) *metav1.PartialObjectMetadata {
+func partial(r *request, om metav1.Object, version string) *metav1.PartialObjectMetadata {
 	if version == "" {
 		version = "v1"
 	}
-	return &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "meta.k8s.io/" + version, Kind: "PartialObjectMetadata"},
-		ObjectMeta: *om,
-	}
+	p := meta.AsPartialObjectMetadata(om)
+	p.TypeMeta = metav1.TypeMeta{APIVersion: "meta.k8s.io/" + version, Kind: "PartialObjectMetadata"}
+	return p
 }
 
 // table prints a list; objectTable one object (get, write, watch event),

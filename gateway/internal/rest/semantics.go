@@ -17,6 +17,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -46,6 +47,40 @@ type Semantics interface {
 // have no defaults.
 func (h *Handler) defaulted(obj runtime.Object) {
 	h.cfg.Semantics.Default(obj)
+}
+
+// unknownFields is implemented by semantics that prune objects to a
+// schema (custom resources, customresource.Semantics).
+type unknownFields interface {
+	UnknownFields(obj runtime.Object) []string
+}
+
+// checkUnknownFields applies fieldValidation to the fields of obj, as
+// decoded from a request, that its schema does not know, as upstream's
+// decoder of custom resources reports them: Strict is a 400 with
+// upstream's strict decoding error, Warn a Warning header per field;
+// the fields are pruned either way.
+func (h *Handler) checkUnknownFields(r *request, fv negotiate.FieldValidation, obj runtime.Object) error {
+	uf, ok := h.cfg.Semantics.(unknownFields)
+	if !ok || fv == negotiate.Ignore {
+		return nil
+	}
+	paths := uf.UnknownFields(obj)
+	if len(paths) == 0 {
+		return nil
+	}
+	errs := make([]error, len(paths))
+	for i, p := range paths {
+		errs[i] = fmt.Errorf("unknown field %q", p)
+	}
+	if fv == negotiate.Warn {
+		for _, e := range errs {
+			addWarning(r, e.Error())
+		}
+		return nil
+	}
+	gvk := r.res.GVK()
+	return apierror.BadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, runtime.NewStrictDecodingError(errs)))
 }
 
 // prepareCreate runs the strategy of r's resource over obj, a served

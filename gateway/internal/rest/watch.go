@@ -56,7 +56,7 @@ func (h *Handler) watch(r *request) error {
 		r.rc.SetConnectionClose()
 		return apierror.TooManyRequests("the gateway is shutting down, please try again later", 1)
 	}
-	m, err := negotiate.Negotiate(string(r.rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: true, Watch: true})
+	m, err := negotiate.Negotiate(string(r.rc.Request.Header.Peek("Accept")), negotiate.Endpoint{Resource: true, Protobuf: !r.res.Unstructured(), Watch: true})
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.ResourceVersion = strconv.FormatInt(d.Rev, 10)
+		m.SetResourceVersion(strconv.FormatInt(d.Rev, 10))
 		return e.object(t, obj)
 	}
 	if !e.memoizable() {
@@ -91,7 +91,7 @@ func (e *watchEncoder) object(t watch.EventType, obj runtime.Object) ([]byte, er
 			return nil, err
 		}
 		if m, err := objectMeta(obj); err == nil {
-			tbl.ResourceVersion = m.ResourceVersion
+			tbl.ResourceVersion = m.GetResourceVersion()
 		}
 		if e.tableSent {
 			tbl.ColumnDefinitions = nil
@@ -137,9 +137,9 @@ func (e *watchEncoder) bookmark(rev int64, initialEnd bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.ResourceVersion = strconv.FormatInt(rev, 10)
+	m.SetResourceVersion(strconv.FormatInt(rev, 10))
 	if initialEnd {
-		m.Annotations = map[string]string{initialEventsEnd: "true"}
+		m.SetAnnotations(map[string]string{initialEventsEnd: "true"})
 	}
 	if e.r.media.As == negotiate.AsObject {
 		return e.object(watch.Bookmark, obj)

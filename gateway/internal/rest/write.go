@@ -45,6 +45,9 @@ func (h *Handler) decodeBody(r *request, optionsKind string, gvk schema.GroupVer
 	for _, w := range warnings {
 		r.rc.Response.Header.Add("Warning", `299 - "`+w+`"`)
 	}
+	if err := h.checkUnknownFields(r, fv, obj); err != nil {
+		return nil, err
+	}
 	if got := obj.GetObjectKind().GroupVersionKind(); !got.Empty() && got != gvk {
 		if got.GroupVersion() != gvk.GroupVersion() {
 			return nil, apierror.BadRequest(fmt.Sprintf("the API version in the data (%s) does not match the expected API version (%s)", got.GroupVersion(), gvk.GroupVersion()))
@@ -79,19 +82,19 @@ func optionsInvalid(optionsKind string, errs field.ErrorList) error {
 }
 
 // checkIdentity makes the object's namespace and name agree with the URL.
-func checkIdentity(r *request, m *metav1.ObjectMeta, needName bool) error {
+func checkIdentity(r *request, m metav1.Object, needName bool) error {
 	if r.res.Namespaced {
 		switch {
-		case m.Namespace == "":
-			m.Namespace = r.info.Namespace
-		case m.Namespace != r.info.Namespace:
+		case m.GetNamespace() == "":
+			m.SetNamespace(r.info.Namespace)
+		case m.GetNamespace() != r.info.Namespace:
 			return apierror.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
 		}
 	} else {
-		m.Namespace = ""
+		m.SetNamespace("")
 	}
-	if needName && m.Name != r.info.Name {
-		return apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.Name, r.info.Name))
+	if needName && m.GetName() != r.info.Name {
+		return apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", m.GetName(), r.info.Name))
 	}
 	return nil
 }
@@ -103,7 +106,7 @@ func (h *Handler) newServed(r *request) (runtime.Object, error) {
 // readObject reads the object of a create or update body: the dryRun
 // option, the decoded object of the served kind as kube-apiserver's
 // conversion leaves it, and its metadata agreeing with the URL.
-func (h *Handler) readObject(r *request, optionsKind string, needName bool) (runtime.Object, *metav1.ObjectMeta, bool, error) {
+func (h *Handler) readObject(r *request, optionsKind string, needName bool) (runtime.Object, metav1.Object, bool, error) {
 	dry, err := dryRun(r, optionsKind)
 	if err != nil {
 		return nil, nil, false, err
@@ -143,7 +146,7 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 
 // createObject creates obj, a served object as decoded (or applied) with
 // its managedFields.
-func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Object, m *metav1.ObjectMeta, dry bool) error {
+func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Object, m metav1.Object, dry bool) error {
 	// kube-apiserver's order: decode and default (readObject), mutating
 	// admission, then its registry store: the name from generateName,
 	// the strategy (prepare, validate, warn, canonicalize), validating
@@ -153,7 +156,7 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 	quotaStatusBefore("", obj, nil)
 	a := h.attributes(r, admission.Create, obj, nil, dry)
 	if err := h.mutate(ctx, r, a); err != nil {
-		return &objectError{name: m.Name, err: err}
+		return &objectError{name: m.GetName(), err: err}
 	}
 	admitted := a.Object
 	generate := needsName(admitted)
@@ -174,7 +177,7 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 			if err != nil {
 				return nil, err
 			}
-			if m, err := objectMeta(out); err == nil && m.ResourceVersion != "" {
+			if m, err := objectMeta(out); err == nil && m.GetResourceVersion() != "" {
 				// Upstream's storage refuses it (a 500 there; the
 				// client's fault, so 400 here).
 				return nil, apierror.BadRequest("resourceVersion should not be set on objects to be created")
@@ -286,9 +289,9 @@ func (h *Handler) update(ctx context.Context, r *request) error {
 		return err
 	}
 	var pre storage.Preconditions
-	if m.ResourceVersion != "" {
-		if pre.ResourceVersion, err = strconv.ParseInt(m.ResourceVersion, 10, 64); err != nil || pre.ResourceVersion <= 0 {
-			return apierror.Invalid(r.res.GVK().GroupKind(), m.Name, fieldErrors("metadata.resourceVersion", m.ResourceVersion, "must be a positive integer"))
+	if m.GetResourceVersion() != "" {
+		if pre.ResourceVersion, err = strconv.ParseInt(m.GetResourceVersion(), 10, 64); err != nil || pre.ResourceVersion <= 0 {
+			return apierror.Invalid(r.res.GVK().GroupKind(), m.GetName(), fieldErrors("metadata.resourceVersion", m.GetResourceVersion(), "must be a positive integer"))
 		}
 	}
 	out, err := h.retryTooLarge(r, func() (runtime.Object, error) {
@@ -315,7 +318,7 @@ func (h *Handler) retryTooLarge(r *request, write func() (runtime.Object, error)
 }
 
 func (h *Handler) patch(ctx context.Context, r *request) error {
-	pt, err := negotiate.PatchType(string(r.rc.Request.Header.ContentType()), true)
+	pt, err := negotiate.PatchType(string(r.rc.Request.Header.ContentType()), !r.res.Unstructured())
 	if err != nil {
 		return err
 	}
@@ -382,9 +385,12 @@ func (h *Handler) applyPatch(ctx context.Context, r *request, dry bool, pt types
 		if err != nil {
 			return nil, err
 		}
+		if err := h.checkUnknownFields(r, fv, sent); err != nil {
+			return nil, err
+		}
 		h.defaulted(sent)
-		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.Namespace == "" {
-			m.Namespace = r.info.Namespace
+		if m, err := objectMeta(sent); err == nil && r.res.Namespaced && m.GetNamespace() == "" {
+			m.SetNamespace(r.info.Namespace)
 		}
 		return h.prepareUpdate(ctx, r, dry, sent, cur)
 	}
@@ -403,14 +409,14 @@ func fillSystemFields(next, cur runtime.Object) error {
 	if err != nil {
 		return err
 	}
-	if nm.UID == "" {
-		nm.UID = cm.UID
+	if nm.GetUID() == "" {
+		nm.SetUID(cm.GetUID())
 	}
-	if !cm.CreationTimestamp.IsZero() {
-		nm.CreationTimestamp = cm.CreationTimestamp
+	if t := cm.GetCreationTimestamp(); !t.IsZero() {
+		nm.SetCreationTimestamp(cm.GetCreationTimestamp())
 	}
-	if nm.ResourceVersion == "" {
-		nm.ResourceVersion = cm.ResourceVersion
+	if nm.GetResourceVersion() == "" {
+		nm.SetResourceVersion(cm.GetResourceVersion())
 	}
 	return nil
 }
@@ -554,7 +560,7 @@ func (h *Handler) deleted(r *request, obj runtime.Object) error {
 	if err != nil {
 		return err
 	}
-	st := apierror.Deleted(r.res.GVR().GroupResource(), m.Name, m.UID)
+	st := apierror.Deleted(r.res.GVR().GroupResource(), m.GetName(), m.GetUID())
 	body, err := h.cfg.Codec.Encode(st, r.media.Format, r.media.Pretty)
 	if err != nil {
 		return err
@@ -607,7 +613,7 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 			m, _ := objectMeta(obj)
 			listed = append(listed, obj)
 			a := h.attributes(r, admission.Delete, nil, obj, dry)
-			a.Namespace, a.Name, a.Options = m.Namespace, m.Name, opts
+			a.Namespace, a.Name, a.Options = m.GetNamespace(), m.GetName(), opts
 			if _, err := h.admit(ctx, r, a, nil); err != nil {
 				return err
 			}
@@ -615,7 +621,7 @@ func (h *Handler) deleteCollection(ctx context.Context, r *request) error {
 				continue
 			}
 			d := &deleter{h: h, ctx: ctx, r: r, opts: opts}
-			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.Namespace, m.Name, storage.Preconditions{}, d.decide)
+			out, deleted, err := h.cfg.Store.Delete(ctx, r.res, m.GetNamespace(), m.GetName(), storage.Preconditions{}, d.decide)
 			if deleted || err != nil {
 				h.finish(ctx, a, out, err)
 			}

@@ -476,7 +476,7 @@ func TestDelete(t *testing.T) {
 				if !tc.want.deleted && !strings.Contains(tc.uri, "dryRun") {
 					// What was answered is what is stored.
 					m, _ := objectMeta(after)
-					if !ptr.Equal(m.DeletionGracePeriodSeconds, got.DeletionGracePeriodSeconds) || !slices.Equal(m.Finalizers, got.Finalizers) {
+					if !ptr.Equal(m.GetDeletionGracePeriodSeconds(), got.DeletionGracePeriodSeconds) || !slices.Equal(m.GetFinalizers(), got.Finalizers) {
 						t.Errorf("stored %+v, answered %+v", m, got.ObjectMeta)
 					}
 				}

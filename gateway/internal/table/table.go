@@ -19,6 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	"reflect"
 
 	crdtable "k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition/tableconvertor"
@@ -163,6 +166,9 @@ func (c *Converter) convert(objs []runtime.Object, list bool, res *registry.Reso
 // printer of the kind, given the internal type as kube-apiserver's
 // registry gives it, or with the default table if upstream has none.
 func (c *Converter) generate(objs []runtime.Object, list bool, res *registry.Resource) (*metav1.Table, error) {
+	if res.Unstructured() {
+		return customResourceTable(objs, list, res)
+	}
 	kind := res.Kind
 	if list {
 		kind += "List"
@@ -203,4 +209,49 @@ func (c *Converter) generate(objs []runtime.Object, list bool, res *registry.Res
 		}
 	}
 	return conv.ConvertToTable(context.Background(), out, nil)
+}
+
+// customResourceTable prints custom resources with the CRD's
+// additionalPrinterColumns (Name and Age when it has none) through
+// apiextensions-apiserver's table convertor, falling back to the default
+// table when the columns do not parse, as kube-apiserver does.
+func customResourceTable(objs []runtime.Object, list bool, res *registry.Resource) (*metav1.Table, error) {
+	gr := schema.GroupResource{Group: res.Group, Resource: res.Resource}
+	var tc interface {
+		ConvertToTable(context.Context, runtime.Object, runtime.Object) (*metav1.Table, error)
+	} = genericrest.NewDefaultTableConvertor(gr)
+	if columns, err := crdColumns(res); err == nil {
+		if t, err := tableconvertor.New(columns); err == nil {
+			tc = t
+		}
+	}
+	if !list {
+		return tc.ConvertToTable(context.Background(), objs[0], nil)
+	}
+	items := make([]runtime.RawExtension, len(objs))
+	for i, o := range objs {
+		items[i].Object = o
+	}
+	return tc.ConvertToTable(context.Background(), &metav1.List{Items: items}, nil)
+}
+
+// crdColumns returns the columns of res's version as upstream serves
+// them (apiextensions.GetColumnsForVersion: Age added when there are
+// none), through the internal types upstream's helper takes.
+func crdColumns(res *registry.Resource) ([]apiextensionsv1.CustomResourceColumnDefinition, error) {
+	internal := &apiextensions.CustomResourceDefinition{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(res.CRD, internal, nil); err != nil {
+		return nil, err
+	}
+	cols, err := apiextensions.GetColumnsForVersion(internal, res.Version)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]apiextensionsv1.CustomResourceColumnDefinition, len(cols))
+	for i := range cols {
+		if err := apiextensionsv1.Convert_apiextensions_CustomResourceColumnDefinition_To_v1_CustomResourceColumnDefinition(&cols[i], &out[i], nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,82 @@
+package customresource
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kgate/kgate/gateway/internal/fieldmanager"
+	"github.com/kgate/kgate/storage/registry"
+)
+
+// noFields stands for the built-in field managers.
+type noFields struct{}
+
+func (noFields) Update(*registry.Resource, string, runtime.Object, runtime.Object, string) (runtime.Object, error) {
+	return nil, errBuiltin
+}
+func (noFields) Apply(*registry.Resource, string, runtime.Object, []byte, string, bool) (runtime.Object, error) {
+	return nil, errBuiltin
+}
+
+func managers(u *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for _, e := range u.GetManagedFields() {
+		out[e.Manager] = string(e.Operation)
+	}
+	return out
+}
+
+// spec returns spec.<field> printed.
+func spec(u *unstructured.Unstructured, field string) string {
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", field)
+	return fmt.Sprint(v)
+}
+
+func TestFieldManagers(t *testing.T) {
+	s, res := newSemantics(t)
+	f, err := NewFieldManagers(s, noFields{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":{"size":3}}`
+	obj, err := f.Apply(res, "", nil, []byte(apply), "alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := obj.(*unstructured.Unstructured)
+	if size, ok, _ := unstructured.NestedInt64(u.Object, "spec", "size"); !ok || size != 3 || managers(u)["alice"] != "Apply" {
+		t.Fatalf("applied %v, managers %v", u.Object, managers(u))
+	}
+	// Another manager changing alice's field conflicts (409) unless forced.
+	bob := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":{"size":5}}`
+	if _, err := f.Apply(res, "", u, []byte(bob), "bob", false); !apierrors.IsConflict(err) {
+		t.Errorf("conflicting apply: %v, want 409", err)
+	}
+	forced, err := f.Apply(res, "", u, []byte(bob), "bob", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := spec(forced.(*unstructured.Unstructured), "size"); size != "5" {
+		t.Errorf("forced apply: size %s, want 5", size)
+	}
+	// An update records its manager.
+	next := u.DeepCopy()
+	if err := unstructured.SetNestedField(next.Object, "red", "spec", "color"); err != nil {
+		t.Fatal(err)
+	}
+	updated, err := f.Update(res, "", u, next, "kubectl-edit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := managers(updated.(*unstructured.Unstructured)); m["kubectl-edit"] != "Update" || m["alice"] != "Apply" {
+		t.Errorf("managers after an update %v", m)
+	}
+	if _, err := f.Apply(res, "", nil, []byte("- not an object"), "alice", false); !errors.Is(err, fieldmanager.ErrDecode) {
+		t.Errorf("a patch that is not an object: %v, want ErrDecode", err)
+	}
+}
