@@ -198,15 +198,19 @@ func TestDeleteNamespace(t *testing.T) {
 }
 
 // TestReturnDeletedObjectMatchesUpstream reads upstream's registry stores
-// (pkg/registry/<group>/<resource>/storage of the linked k8s.io/kubernetes)
+// (pkg/registry/<group>/<resource>/storage of the linked k8s.io/kubernetes,
+// apiextensions-apiserver's beside its CRD strategy)
 // for ReturnDeletedObject: true, for the package of each served
 // resource's strategy, and compares with kgate's table.
 func TestReturnDeletedObjectMatchesUpstream(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes").Output()
-	if err != nil {
-		t.Fatalf("cannot find the k8s.io/kubernetes module: %v", err)
+	moduleDir := func(mod string) string {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", mod).Output()
+		if err != nil {
+			t.Fatalf("cannot find the %s module: %v", mod, err)
+		}
+		return strings.TrimSpace(string(out))
 	}
-	dir := strings.TrimSpace(string(out))
+	kube, apiext := moduleDir("k8s.io/kubernetes"), moduleDir("k8s.io/apiextensions-apiserver")
 	s := newSemantics(t)
 	checked := 0
 	for gr, st := range s.strategies {
@@ -214,13 +218,18 @@ func TestReturnDeletedObjectMatchesUpstream(t *testing.T) {
 		if typ.Kind() == reflect.Pointer {
 			typ = typ.Elem()
 		}
-		pkg, ok := strings.CutPrefix(typ.PkgPath(), "k8s.io/kubernetes/")
-		if !ok {
-			t.Fatalf("%v: strategy %v is not k8s.io/kubernetes's", gr, typ)
+		var store string
+		if pkg, ok := strings.CutPrefix(typ.PkgPath(), "k8s.io/kubernetes/"); ok {
+			store = filepath.Join(kube, pkg, "storage")
+		} else if pkg, ok := strings.CutPrefix(typ.PkgPath(), "k8s.io/apiextensions-apiserver/"); ok {
+			// apiextensions-apiserver keeps the store beside the strategy.
+			store = filepath.Join(apiext, pkg)
+		} else {
+			t.Fatalf("%v: strategy %v is neither k8s.io/kubernetes's nor apiextensions-apiserver's", gr, typ)
 		}
-		upstream := returnsDeleted(t, filepath.Join(dir, pkg, "storage"))
+		upstream := returnsDeleted(t, store)
 		if got := returnDeletedObject[gr]; got != upstream {
-			t.Errorf("%v: kgate returns the deleted object %v, upstream's store (%s/storage) %v", gr, got, pkg, upstream)
+			t.Errorf("%v: kgate returns the deleted object %v, upstream's store (%s) %v", gr, got, store, upstream)
 		}
 		checked++
 	}
