@@ -28,6 +28,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
+	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
 	"github.com/kgate/kgate/gateway/internal/reqmetrics"
@@ -56,6 +57,10 @@ type (
 	AuditConfig      = guard.AuditConfig
 	LimitsConfig     = guard.LimitsConfig
 	ServingTLSConfig = guard.ServingTLSConfig
+	// KubeletConfig: the kubelet proxies (--kubelet-client-certificate,
+	// --kubelet-client-key, --kubelet-certificate-authority,
+	// --kubelet-preferred-address-types).
+	KubeletConfig = kubeletproxy.Config
 )
 
 // EnsureServiceAccountSigningKey writes a new service-account signing key
@@ -113,6 +118,9 @@ type Config struct {
 	// ServingTLS reloads the serving certificate from files and sets the
 	// TLS version and cipher suites on TLS.
 	ServingTLS ServingTLSConfig
+	// Kubelet configures pods/log, exec, attach, portforward, pods/proxy
+	// and nodes/proxy.
+	Kubelet KubeletConfig
 }
 
 // Deps are the built objects a gateway runs on. The caller owns them:
@@ -178,6 +186,7 @@ type Gateway struct {
 	authz   authorizer
 	reviews reviews
 	rest    resources
+	connect connects
 	checks  []check // /readyz, /healthz (health.go)
 
 	discovery *discovery.Discovery
@@ -197,6 +206,9 @@ type Gateway struct {
 	// watches are rest's watch streams on hijacked connections, which
 	// the server's shutdown does not wait for: Close does.
 	watches interface{ WaitWatches(context.Context) error }
+	// proxied are the kubelet proxy's sessions on hijacked connections,
+	// waited for like watches.
+	proxied interface{ Wait(context.Context) error }
 
 	base       context.Context // cancelled when shutdown starts: ends watches
 	cancelBase context.CancelFunc
@@ -285,6 +297,14 @@ func New(cfg Config, d Deps) (_ *Gateway, err error) {
 	}
 	g.authn, g.guard, g.authz, g.reviews, g.rest = g.access, g.guards, g.access, g.access, rh
 	g.watches = rh
+	kp, err := kubeletproxy.New(g.base, cfg.Kubelet, kubeletproxy.Deps{
+		Registry: b.Registry, Store: b.Store, Scheme: g.sem.Scheme(), Authorizer: g.access.Authorizer(),
+		Logger: d.Logger.With("component", "kubeletproxy"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	g.connect, g.proxied = kp, kp
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{
 		Handler:            g.handle,
@@ -461,6 +481,15 @@ func (g *Gateway) Close() error {
 			defer cancel()
 			if err := g.watches.WaitWatches(ctx); err != nil {
 				g.log.Error("cannot stop watch streams", "err", err)
+			}
+		})
+	}
+	if g.proxied != nil {
+		g.step("stopped", "proxied sessions", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
+			defer cancel()
+			if err := g.proxied.Wait(ctx); err != nil {
+				g.log.Error("cannot stop proxied sessions", "err", err)
 			}
 		})
 	}
