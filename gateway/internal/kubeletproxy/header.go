@@ -24,3 +24,15 @@ func forwardable(name string) bool {
 	}
 	return true
 }
+
+// safeHeader refuses a header name or value with a control character
+// (CR, LF, NUL, ...) other than a tab: written again into the replayed
+// request it could end the header early or add another one.
+func safeHeader(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

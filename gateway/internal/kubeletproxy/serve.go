@@ -116,7 +116,7 @@ func requestBytes(rc *fasthttp.RequestCtx) []byte {
 		case "Host", "Content-Length", "Transfer-Encoding":
 			continue
 		}
-		if !forwardable(name) {
+		if !forwardable(name) || !safeHeader(k) || !safeHeader(v) {
 			continue
 		}
 		b.WriteString(name)
