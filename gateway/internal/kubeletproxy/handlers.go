@@ -76,6 +76,13 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		}
 		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
 		return p.upgradeAware(loc, rt, true, false, responder), nil
+	case "services/proxy":
+		loc, rt, err := p.serviceLocation(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
+		return p.upgradeAware(loc, rt, true, false, responder), nil
 	case "nodes/proxy":
 		loc, rt, err := p.nodeLocation(ctx, name)
 		if err != nil {

@@ -1,7 +1,7 @@
 // Package kubeletproxy serves the connect subresources kube-apiserver
 // proxies: pods/log, pods/exec, pods/attach, pods/portforward (to the
 // kubelet of the pod's node), pods/proxy (to the pod) and nodes/proxy (to
-// the node). Targets are resolved by upstream's own helpers
+// the node), services/proxy (to an endpoint of the service). Targets are resolved by upstream's own helpers
 // (k8s.io/kubernetes/pkg/registry/core/pod, pkg/kubelet/client) over
 // kgate's store; requests are served on the connection hijacked from
 // fasthttp by upstream's net/http proxy handlers (apimachinery's
@@ -33,6 +33,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -77,6 +78,7 @@ type Config struct {
 // objectStore reads objects (storage.Store).
 type objectStore interface {
 	Get(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (runtime.Object, error)
+	List(ctx context.Context, res *registry.Resource, ns string, opts storage.ListOptions) (*storage.ListResult, error)
 }
 
 // Deps are what the proxy runs on.
@@ -180,7 +182,7 @@ func Serves(info *requestinfo.Info) bool {
 		return false
 	}
 	switch info.Resource + "/" + info.Subresource {
-	case "pods/log", "pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "nodes/proxy":
+	case "pods/log", "pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "nodes/proxy", "services/proxy":
 		return true
 	}
 	return false

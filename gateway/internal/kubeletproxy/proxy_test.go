@@ -18,6 +18,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/deploy/fakekubelet"
 	"github.com/kgate/kgate/gateway/internal/apierror"
@@ -57,6 +59,19 @@ func (o *objects) Get(_ context.Context, res *registry.Resource, ns, name string
 		return nil, fmt.Errorf("cannot get %s %s/%s: %w", res.Resource, ns, name, storage.ErrNotFound)
 	}
 	return obj.DeepCopyObject(), nil
+}
+
+func (o *objects) List(_ context.Context, res *registry.Resource, ns string, _ storage.ListOptions) (*storage.ListResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := &storage.ListResult{Revision: 1}
+	prefix := res.Resource + "/" + ns + "/"
+	for k, obj := range o.objs {
+		if strings.HasPrefix(k, prefix) {
+			out.Items = append(out.Items, obj.DeepCopyObject())
+		}
+	}
+	return out, nil
 }
 
 // verbs is an authorizer allowing everything but the verbs it lists.
@@ -440,6 +455,50 @@ func TestPodProxy(t *testing.T) {
 	}
 	if seen.Get("Authorization") != "" {
 		t.Fatal("Authorization reached the pod")
+	}
+}
+
+func TestServiceProxy(t *testing.T) {
+	e := newEnv(t, envConfig{allowLoopback: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "service "+r.URL.Path)
+	}))
+	defer srv.Close()
+	port := int32(srv.Listener.Addr().(*net.TCPAddr).Port)
+	e.objs.put("services", "default", "svc", &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80}}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
+	})
+	e.objs.put("services", "default", "empty", &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "web", Port: 80}}},
+	})
+	ready := true
+	e.objs.put("endpointslices", "default", "svc-1", &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "svc-1", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: "svc"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"},
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("web"), Port: &port}},
+	})
+	for _, id := range []string{"svc:80", "svc:web", "http:svc:web"} {
+		if resp, body := e.get("/api/v1/namespaces/default/services/"+id+"/proxy/x", http.Header{"Authorization": {"Bearer x"}}); resp.StatusCode != 200 || body != "service /x" {
+			t.Errorf("services/%s/proxy: %d %q", id, resp.StatusCode, body)
+		}
+	}
+	for _, tt := range []struct {
+		path string
+		code int
+	}{
+		{"/api/v1/namespaces/default/services/empty/proxy/", 503},
+		{"/api/v1/namespaces/default/services/svc:81/proxy/", 503},
+		{"/api/v1/namespaces/default/services/missing/proxy/", 404},
+	} {
+		if resp, body := e.get(tt.path, nil); resp.StatusCode != tt.code {
+			t.Errorf("GET %s = %d %q, want %d", tt.path, resp.StatusCode, body, tt.code)
+		}
 	}
 }
 
