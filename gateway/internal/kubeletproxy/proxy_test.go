@@ -520,3 +520,43 @@ func TestRefusesLoopback(t *testing.T) {
 		t.Fatalf("kubelet saw %d requests", n)
 	}
 }
+
+// TestShutdownEndsSessions: an exec session still running when the
+// gateway shuts down is ended, and Wait returns once it has.
+func TestShutdownEndsSessions(t *testing.T) {
+	for _, name := range []string{"spdy", "websocket"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, envConfig{allowLoopback: true})
+			cfg := &restclient.Config{Host: e.url}
+			u, _ := url.Parse(e.url + "/api/v1/namespaces/default/pods/p/exec?command=cat&stdin=true&stdout=true")
+			var ex remotecommand.Executor
+			var err error
+			if name == "spdy" {
+				ex, err = remotecommand.NewSPDYExecutor(cfg, "POST", u)
+			} else {
+				ex, err = remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			ended := make(chan error, 1)
+			go func() {
+				ended <- ex.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: inR, Stdout: outW})
+				outW.Close()
+			}()
+			go func() { _, _ = io.WriteString(inW, "still here\n") }()
+			if l, err := bufio.NewReader(outR).ReadString('\n'); err != nil || l != "still here\n" {
+				t.Fatalf("session: %q, %v", l, err)
+			}
+			e.cancel() // the gateway shuts down
+			if err := e.proxy.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			<-ended // the client sees its session end
+			go io.Copy(io.Discard, outR)
+			inW.Close()
+		})
+	}
+}
