@@ -24,6 +24,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/components"
 	"github.com/kgate/kgate/gateway/internal/guard"
+	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/readiness"
 	"github.com/kgate/kgate/gateway/internal/reqmetrics"
@@ -49,6 +50,10 @@ type (
 	AuditConfig      = guard.AuditConfig
 	LimitsConfig     = guard.LimitsConfig
 	ServingTLSConfig = guard.ServingTLSConfig
+	// KubeletConfig: the kubelet proxies (--kubelet-client-certificate,
+	// --kubelet-client-key, --kubelet-certificate-authority,
+	// --kubelet-preferred-address-types).
+	KubeletConfig = kubeletproxy.Config
 )
 
 // EnsureServiceAccountSigningKey writes a new service-account signing key
@@ -106,6 +111,9 @@ type Config struct {
 	// ServingTLS reloads the serving certificate from files and sets the
 	// TLS version and cipher suites on TLS.
 	ServingTLS ServingTLSConfig
+	// Kubelet configures pods/log, exec, attach, portforward, pods/proxy
+	// and nodes/proxy.
+	Kubelet KubeletConfig
 }
 
 // Deps are the built objects a gateway runs on. The caller owns them:
@@ -172,6 +180,7 @@ type Gateway struct {
 	authz   authorizer
 	reviews reviews
 	rest    resources
+	connect connects
 	checks  []check // /readyz, /healthz (health.go)
 
 	codec   *negotiate.Codec    // writes errors (errors.go)
@@ -192,7 +201,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		TLS: cfg.TLS, CacheNodes: cfg.CacheNodes, KubernetesVersion: cfg.KubernetesVersion, Build: cfg.Build,
 		ConsistentReadFallback: cfg.ConsistentReadFallback, MinWatchTimeout: cfg.MinWatchTimeout,
 		BookmarkInterval: cfg.BookmarkInterval, QuotaRecountInterval: cfg.QuotaRecountInterval,
-		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS,
+		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, Kubelet: cfg.Kubelet,
 	}, components.Deps{
 		Backend: d.Backend, NATS: d.NATS, Directory: d.Directory, Logger: d.Logger, Metrics: d.Metrics, Gatherer: d.Gatherer,
 	})
@@ -200,7 +209,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, d: d, log: d.Logger, reg: d.Backend.Registry, c: c, ready: make(chan struct{})}
-	g.authn, g.guard, g.authz, g.reviews, g.rest = c.Access, c.Guard, c.Access, c.Access, c.REST
+	g.authn, g.guard, g.authz, g.reviews, g.rest, g.connect = c.Access, c.Guard, c.Access, c.Access, c.REST, c.Kubelet
 	g.codec, g.metrics = c.Codec, c.Metrics
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{

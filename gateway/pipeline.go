@@ -49,6 +49,12 @@ type (
 	resources interface {
 		Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *registry.Resource) error
 	}
+	// connects serves the connect subresources (kubeletproxy.Proxy):
+	// pods/log, exec, attach, portforward, proxy and nodes/proxy.
+	connects interface {
+		Serves(info *requestinfo.Info) bool
+		Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error
+	}
 )
 
 // handle is the server's handler: route, then write any error as a
@@ -116,6 +122,9 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	}
 	if g.reviews.Serves(info) {
 		return g.reviews.ServeReview(rc, info, res)
+	}
+	if g.connect != nil && g.connect.Serves(info) && res.HasSubresource(info.Subresource) {
+		return g.connect.Serve(rc, info, rest.User(rc))
 	}
 	return g.rest.Serve(rc, info, res)
 }

@@ -24,6 +24,7 @@ func runDev(ctx context.Context, args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
+	kf := addKubeletFlags(fs)
 	window := addWindowFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,6 +48,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	af.dev(&dcfg)
 	of.dev(&dcfg)
+	kf.dev(&dcfg)
 	c, err := devcluster.Start(ctx, dcfg)
 	if err != nil {
 		return err

@@ -136,6 +136,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
+	kf := addKubeletFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -163,6 +164,7 @@ func runGateway(ctx context.Context, args []string) error {
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)
 	of.gateway(&cfg, *certFile, *keyFile)
+	kf.gateway(&cfg)
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
 		gw, err := gateway.New(cfg, deps)

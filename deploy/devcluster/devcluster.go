@@ -110,6 +110,8 @@ type Config struct {
 	Audit      gateway.AuditConfig
 	Limits     gateway.LimitsConfig
 	ServingTLS gateway.ServingTLSConfig
+	// Kubelet goes to every gateway: the kubelet proxies' settings.
+	Kubelet gateway.KubeletConfig
 }
 
 // Cluster is a running all-in-one kgate.
@@ -281,6 +283,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				},
 				QuotaRecountInterval: cfg.QuotaRecountInterval,
 				Audit:                cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
+				Kubelet: cfg.Kubelet,
 			},
 			Deps: gateway.Deps{
 				Backend: b, NATS: nc, Logger: log.With("component", "gateway", "gateway", name),

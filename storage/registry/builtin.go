@@ -78,11 +78,11 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
 			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields,
 			Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}}, // no deletecollection, as upstream's namespace REST
-		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status"}, Prefix: "/registry/minions",
+		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status", "proxy"}, Prefix: "/registry/minions",
 			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
 		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
 		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
-		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding"}, Prefix: "/registry/pods",
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "log", "exec", "attach", "portforward", "proxy"}, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
 		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers"},
@@ -90,7 +90,7 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "secrets", Kind: "Secret", Singular: "secret", Namespaced: true, Prefix: "/registry/secrets",
 			FieldSelectors: []string{"type"}, Fields: secretFields},
 		{Version: "v1", Resource: "serviceaccounts", Kind: "ServiceAccount", Singular: "serviceaccount", Namespaced: true, ShortNames: []string{"sa"}, Subresources: []string{"token"}, Prefix: "/registry/serviceaccounts"},
-		{Version: "v1", Resource: "services", Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/services/specs"},
+		{Version: "v1", Resource: "services", Kind: "Service", Singular: "service", Namespaced: true, ShortNames: []string{"svc"}, Categories: all, Subresources: []string{"status", "proxy"}, Prefix: "/registry/services/specs"},
 
 		// apps/v1
 		{Group: "apps", Version: "v1", Resource: "controllerrevisions", Kind: "ControllerRevision", Singular: "controllerrevision", Namespaced: true, Prefix: "/registry/controllerrevisions"},

@@ -29,6 +29,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
+	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
 	"github.com/kgate/kgate/gateway/internal/reqmetrics"
@@ -62,6 +63,7 @@ type Config struct {
 	Audit      guard.AuditConfig
 	Limits     guard.LimitsConfig
 	ServingTLS guard.ServingTLSConfig
+	Kubelet    kubeletproxy.Config
 }
 
 // Deps are what the parts run on; the caller owns them.
@@ -87,6 +89,9 @@ type Set struct {
 	Guard     *guard.Guard
 	Semantics *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	REST      *rest.Handler
+	// Kubelet proxies pods/log, exec, attach, portforward and the proxy
+	// subresources to kubelets.
+	Kubelet *kubeletproxy.Proxy
 	// Controllers are the cluster-wide controllers, run by the elected
 	// gateway.
 	Controllers *controllers.Controllers
@@ -156,6 +161,12 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	s.TLS = s.Guard.TLS()
 	if err := s.newWrites(cfg, d); err != nil {
 		return nil, err
+	}
+	if s.Kubelet, err = kubeletproxy.New(s.base, cfg.Kubelet, kubeletproxy.Deps{
+		Registry: b.Registry, Store: b.Store, Scheme: s.Semantics.Scheme(), Authorizer: s.Access.Authorizer(),
+		Logger: d.Logger.With("component", "kubeletproxy"),
+	}); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	if s.Controllers, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
@@ -315,6 +326,16 @@ func (s *Set) Close(grace time.Duration) {
 			defer cancel()
 			if err := s.REST.WaitWatches(ctx); err != nil {
 				s.log.Error("cannot stop watch streams", "err", err)
+			}
+		})
+	}
+	if s.Kubelet != nil {
+		// Proxied sessions run on hijacked connections too.
+		s.step("stopped", "proxied sessions", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := s.Kubelet.Wait(ctx); err != nil {
+				s.log.Error("cannot stop proxied sessions", "err", err)
 			}
 		})
 	}

@@ -275,14 +275,15 @@ func Level(r *Request) string {
 }
 
 // LongRunning reports whether r streams for long: watches, proxies and
-// exec/attach/port-forward. They hold no in-flight slot.
+// log/exec/attach/port-forward, as kube-apiserver's long-running
+// check. They hold no in-flight slot.
 func LongRunning(r *Request) bool {
 	switch r.Verb {
 	case "watch", "proxy":
 		return true
 	}
 	switch r.Subresource {
-	case "exec", "attach", "portforward", "proxy":
+	case "log", "exec", "attach", "portforward", "proxy":
 		return true
 	}
 	return false

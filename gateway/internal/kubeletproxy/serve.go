@@ -1,0 +1,319 @@
+package kubeletproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/kgate/kgate/gateway/internal/requestinfo"
+)
+
+var errNotServed = errors.New("kubeletproxy: not a connect subresource")
+
+// headerAuditID is the response header the gateway set before routing.
+const headerAuditID = "Audit-Id"
+
+// linger bounds how long a finished handler's connection may take to
+// flush and close before it is closed.
+const linger = 5 * time.Second
+
+// serveHTTP hijacks the connection and serves the request on it with h,
+// a net/http handler, through a net/http server reading the request
+// again from its sanitized bytes: upstream's proxies need net/http's
+// ResponseWriter, Flusher and Hijacker. The session holds no in-flight
+// seat once hijacked (guard frees it) and ends on shutdown.
+func (p *Proxy) serveHTTP(rc *fasthttp.RequestCtx, info *requestinfo.Info, h http.Handler) {
+	head := requestBytes(rc)
+	auditID := string(rc.Response.Header.Peek(headerAuditID))
+	what := info.Resource + "/" + info.Subresource
+	rc.HijackSetNoResponse(true)
+	// Counted now, while fasthttp's Shutdown still waits for this
+	// handler: it does not wait for the hijacked connection.
+	p.sessions.admit()
+	rc.Hijack(func(c net.Conn) {
+		wc := newReplayConn(c, head)
+		p.sessions.attach(wc)
+		defer p.sessions.end(wc)
+		p.serveConn(wc, auditID, what, h)
+	})
+}
+
+func (p *Proxy) serveConn(wc *replayConn, auditID, what string, h http.Handler) {
+	ctx, cancel := context.WithCancel(p.base)
+	defer cancel()
+	if p.cfg.MaxSession > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.MaxSession)
+		defer cancel()
+	}
+	var started atomic.Bool
+	done := make(chan struct{})
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			started.Store(true)
+			defer close(done)
+			if auditID != "" {
+				w.Header().Set(headerAuditID, auditID)
+			}
+			h.ServeHTTP(w, r)
+		}),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	srv.SetKeepAlivesEnabled(false)
+	l := &oneConn{c: wc, closed: make(chan struct{})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(l)
+	}()
+	t0 := time.Now()
+	select {
+	case <-wc.closed: // the server or the handler is done with it
+	case <-done:
+		// A handler that did not hijack: the server flushes and closes.
+		t := time.NewTimer(linger)
+		select {
+		case <-wc.closed:
+		case <-t.C:
+		}
+		t.Stop()
+	case <-ctx.Done(): // shutdown or MaxSession
+	}
+	wc.detach() // ends a handler still copying
+	if started.Load() {
+		<-done
+	}
+	_ = srv.Close()
+	<-served
+	p.log.Debug("proxied", "subresource", what, "took", time.Since(t0))
+}
+
+// requestBytes is the request as the backend handlers read it: its
+// method, URI and headers without the client's credentials (forwardable)
+// and its body, already read by fasthttp, with its length.
+func requestBytes(rc *fasthttp.RequestCtx) []byte {
+	var b bytes.Buffer
+	b.Write(rc.Method())
+	b.WriteByte(' ')
+	b.Write(rc.RequestURI())
+	b.WriteString(" HTTP/1.1\r\nHost: ")
+	b.Write(rc.Host())
+	b.WriteString("\r\n")
+	for k, v := range rc.Request.Header.All() {
+		name := string(k)
+		switch http.CanonicalHeaderKey(name) {
+		case "Host", "Content-Length", "Transfer-Encoding":
+			continue
+		}
+		if !forwardable(name) || !safeHeader(k) || !safeHeader(v) {
+			continue
+		}
+		b.WriteString(name)
+		b.WriteString(": ")
+		b.Write(v)
+		b.WriteString("\r\n")
+	}
+	body := rc.Request.Body()
+	if len(body) > 0 {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	b.WriteString("\r\n")
+	b.Write(body)
+	return b.Bytes()
+}
+
+// replayConn is the hijacked connection as the net/http server and the
+// proxies see it: it reads the replayed request first, then the
+// connection. fasthttp's hijacked connection cannot be closed by its
+// holder (Close is a no-op) and is recycled once the hijack handler
+// returns, while upstream's copy goroutines may still hold it: Close
+// closes the connection underneath (raw), and detach, before the handler
+// returns, makes every later Read and Write fail without touching it.
+type replayConn struct {
+	net.Conn           // fasthttp's: reads through its buffer
+	raw      net.Conn  // underneath
+	r        io.Reader // replayed request, then Conn
+	mu       sync.RWMutex
+	detached bool // guarded by mu; Read and Write hold mu.RLock while they use Conn
+	once     sync.Once
+	closed   chan struct{}
+}
+
+func newReplayConn(c net.Conn, head []byte) *replayConn {
+	return &replayConn{Conn: c, raw: rawConn(c), r: io.MultiReader(bytes.NewReader(head), c), closed: make(chan struct{})}
+}
+
+// rawConn is the connection under fasthttp's hijacked one, which its
+// holder cannot close.
+func rawConn(c net.Conn) net.Conn {
+	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+		return u.UnsafeConn()
+	}
+	return c
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.detached {
+		return 0, net.ErrClosed
+	}
+	return c.r.Read(p)
+}
+
+func (c *replayConn) Write(p []byte) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.detached {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(p)
+}
+
+// Close closes the connection; it tells closed.
+func (c *replayConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.raw.Close()
+}
+
+// detach closes the connection, waits for the Reads and Writes it
+// unblocks, and fails every later one.
+func (c *replayConn) detach() {
+	_ = c.Close()
+	c.mu.Lock()
+	c.detached = true
+	c.mu.Unlock()
+}
+
+func (c *replayConn) LocalAddr() net.Addr                { return c.raw.LocalAddr() }
+func (c *replayConn) RemoteAddr() net.Addr               { return c.raw.RemoteAddr() }
+func (c *replayConn) SetDeadline(t time.Time) error      { return c.raw.SetDeadline(t) }
+func (c *replayConn) SetReadDeadline(t time.Time) error  { return c.raw.SetReadDeadline(t) }
+func (c *replayConn) SetWriteDeadline(t time.Time) error { return c.raw.SetWriteDeadline(t) }
+
+// oneConn is a listener that accepts one connection, then blocks until
+// closed.
+type oneConn struct {
+	mu     sync.Mutex // guards c and done
+	c      net.Conn
+	done   bool
+	closed chan struct{}
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	c := l.c
+	l.c = nil
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.done = true
+		close(l.closed)
+	}
+	return nil
+}
+
+func (l *oneConn) Addr() net.Addr { return dummyAddr{} }
+
+type dummyAddr struct{}
+
+func (dummyAddr) Network() string { return "tcp" }
+func (dummyAddr) String() string  { return "kubeletproxy" }
+
+// sessions are the proxied requests running on hijacked connections.
+type sessions struct {
+	mu    sync.Mutex // guards n, conns and idle
+	n     int
+	conns map[net.Conn]struct{}
+	idle  chan struct{} // closed when n drops to 0
+}
+
+func (s *sessions) admit() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.n++
+}
+
+func (s *sessions) attach(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		s.conns = map[net.Conn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+}
+
+func (s *sessions) end(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	s.n--
+	if s.n == 0 {
+		close(s.idle)
+	}
+}
+
+func (s *sessions) wait(ctx context.Context) bool {
+	s.mu.Lock()
+	n, idle := s.n, s.idle
+	s.mu.Unlock()
+	if n == 0 {
+		return true
+	}
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *sessions) cut() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	return len(s.conns)
+}
+
+// Wait waits until every proxied session has ended, after the base
+// context was cancelled (which ends them). When ctx ends first it closes
+// their connections and waits a little longer; it returns an error when
+// some still run then.
+func (p *Proxy) Wait(ctx context.Context) error {
+	if p.sessions.wait(ctx) {
+		return nil
+	}
+	n := p.sessions.cut()
+	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if p.sessions.wait(cctx) {
+		p.log.Warn("proxied sessions cut at shutdown", "sessions", n)
+		return nil
+	}
+	return errors.New("cannot end proxied sessions: some still run")
+}
