@@ -25,6 +25,7 @@ func runDev(ctx context.Context, args []string) error {
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
 	window := addWindowFlags(fs)
+	uf := addUpkeepFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,6 +46,7 @@ func runDev(ctx context.Context, args []string) error {
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window,
 	}
+	dcfg.EtcdCompactionInterval, dcfg.EventTTL = *uf.compaction, *uf.eventTTL
 	af.dev(&dcfg)
 	of.dev(&dcfg)
 	c, err := devcluster.Start(ctx, dcfg)
