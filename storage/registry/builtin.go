@@ -11,13 +11,17 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +42,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		storagev1.AddToScheme, schedulingv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+		certificatesv1.AddToScheme, flowcontrolv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {
@@ -79,7 +84,7 @@ func Builtin() []Resource {
 			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
 		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
 		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
-		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding"}, Generation: true, Prefix: "/registry/pods",
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "ephemeralcontainers", "resize"}, Generation: true, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
 		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/controllers"},
@@ -136,6 +141,28 @@ func Builtin() []Resource {
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations", Kind: "ValidatingWebhookConfiguration", Singular: "validatingwebhookconfiguration", Categories: ext, Generation: true, Prefix: "/registry/validatingwebhookconfigurations"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{"status"}, Generation: true, Prefix: "/registry/validatingadmissionpolicies"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}, Generation: true, Prefix: "/registry/validatingadmissionpolicybindings"},
+
+		// The rest of kube-apiserver's default resources (issue 13), each
+		// with upstream's strategy in gateway/internal/builtin; the
+		// discovery test (gateway/internal/discovery) checks them against
+		// upstream's recording.
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests", Kind: "CertificateSigningRequest", Singular: "certificatesigningrequest", ShortNames: []string{"csr"}, Subresources: []string{"approval", "status"}, Prefix: "/registry/certificatesigningrequests",
+			FieldSelectors: []string{"spec.signerName"}, Fields: csrFields},
+		{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas", Kind: "FlowSchema", Singular: "flowschema", Subresources: []string{"status"}, Generation: true, Prefix: "/registry/flowschemas"},
+		{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations", Kind: "PriorityLevelConfiguration", Singular: "prioritylevelconfiguration", Subresources: []string{"status"}, Generation: true, Prefix: "/registry/prioritylevelconfigurations"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ipaddresses", Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"}, Prefix: "/registry/ipaddresses"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Kind: "ServiceCIDR", Singular: "servicecidr", Subresources: []string{"status"}, Prefix: "/registry/servicecidrs"},
+		{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses", Kind: "RuntimeClass", Singular: "runtimeclass", Prefix: "/registry/runtimeclasses"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses", Kind: "DeviceClass", Singular: "deviceclass", Generation: true, Prefix: "/registry/deviceclasses"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims", Kind: "ResourceClaim", Singular: "resourceclaim", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/resourceclaims"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates", Kind: "ResourceClaimTemplate", Singular: "resourceclaimtemplate", Namespaced: true, Prefix: "/registry/resourceclaimtemplates"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices", Kind: "ResourceSlice", Singular: "resourceslice", Generation: true, Prefix: "/registry/resourceslices",
+			FieldSelectors: []string{"spec.nodeName", "spec.driver", "spec.pool.name"}, Fields: resourceSliceFields},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csidrivers", Kind: "CSIDriver", Singular: "csidriver", Prefix: "/registry/csidrivers"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes", Kind: "CSINode", Singular: "csinode", Subresources: []string{"status"}, Prefix: "/registry/csinodes"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csistoragecapacities", Kind: "CSIStorageCapacity", Singular: "csistoragecapacity", Namespaced: true, Prefix: "/registry/csistoragecapacities"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattachments", Kind: "VolumeAttachment", Singular: "volumeattachment", Subresources: []string{"status"}, Prefix: "/registry/volumeattachments"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses", Kind: "VolumeAttributesClass", Singular: "volumeattributesclass", ShortNames: []string{"vac"}, Prefix: "/registry/volumeattributesclasses"},
 	}
 }
 
@@ -221,6 +248,26 @@ func replicaSetFields(obj runtime.Object) fields.Set {
 		return fields.Set{}
 	}
 	return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
+}
+
+func csrFields(obj runtime.Object) fields.Set {
+	c, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"spec.signerName": c.Spec.SignerName}
+}
+
+func resourceSliceFields(obj runtime.Object) fields.Set {
+	rs, ok := obj.(*resourcev1.ResourceSlice)
+	if !ok {
+		return fields.Set{}
+	}
+	node := ""
+	if rs.Spec.NodeName != nil {
+		node = *rs.Spec.NodeName
+	}
+	return fields.Set{"spec.nodeName": node, "spec.driver": rs.Spec.Driver, "spec.pool.name": rs.Spec.Pool.Name}
 }
 
 func jobFields(obj runtime.Object) fields.Set {
