@@ -24,6 +24,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +44,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
 		certificatesv1.AddToScheme, flowcontrolv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme,
+		storagemigrationv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {
@@ -78,13 +80,13 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
 			FieldSelectors: eventFieldNames, Fields: eventFields},
 		{Version: "v1", Resource: "limitranges", Kind: "LimitRange", Singular: "limitrange", Namespaced: true, ShortNames: []string{"limits"}, Prefix: "/registry/limitranges"},
-		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Verbs: namespaceVerbs, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
 			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields},
 		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status"}, Prefix: "/registry/minions",
 			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
 		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
 		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
-		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "ephemeralcontainers", "resize"}, Generation: true, Prefix: "/registry/pods",
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "resize"}, Generation: true, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
 		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Generation: true, Prefix: "/registry/controllers"},
@@ -163,8 +165,18 @@ func Builtin() []Resource {
 		{Group: "storage.k8s.io", Version: "v1", Resource: "csistoragecapacities", Kind: "CSIStorageCapacity", Singular: "csistoragecapacity", Namespaced: true, Prefix: "/registry/csistoragecapacities"},
 		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattachments", Kind: "VolumeAttachment", Singular: "volumeattachment", Subresources: []string{"status"}, Prefix: "/registry/volumeattachments"},
 		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses", Kind: "VolumeAttributesClass", Singular: "volumeattributesclass", ShortNames: []string{"vac"}, Prefix: "/registry/volumeattributesclasses"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicies", Kind: "MutatingAdmissionPolicy", Singular: "mutatingadmissionpolicy", Categories: ext, Generation: true, Prefix: "/registry/mutatingadmissionpolicies"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings", Kind: "MutatingAdmissionPolicyBinding", Singular: "mutatingadmissionpolicybinding", Categories: ext, Generation: true, Prefix: "/registry/mutatingadmissionpolicybindings"},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles", Kind: "ClusterTrustBundle", Singular: "clustertrustbundle", Prefix: "/registry/clustertrustbundles"},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests", Kind: "PodCertificateRequest", Singular: "podcertificaterequest", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/podcertificaterequests"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules", Kind: "DeviceTaintRule", Singular: "devicetaintrule", Subresources: []string{"status"}, Generation: true, Prefix: "/registry/devicetaintrules"},
+		{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations", Kind: "StorageVersionMigration", Singular: "storageversionmigration", Subresources: []string{"status"}, Prefix: "/registry/storageversionmigrations"},
 	}
 }
+
+// namespaceVerbs: kube-apiserver serves no deletecollection of
+// namespaces.
+var namespaceVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 
 var podFieldNames = []string{
 	"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",

@@ -23,6 +23,7 @@ import (
 	resourceinstall "k8s.io/kubernetes/pkg/apis/resource/install"
 	schedulinginstall "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
+	storagemigrationinstall "k8s.io/kubernetes/pkg/apis/storagemigration/install"
 )
 
 // newScheme returns a scheme of the package's own with upstream's internal
@@ -40,6 +41,7 @@ func newScheme() (*runtime.Scheme, error) {
 		admissionregistrationinstall.Install, authenticationinstall.Install,
 		authorizationinstall.Install,
 		certificatesinstall.Install, flowcontrolinstall.Install, nodeinstall.Install, resourceinstall.Install,
+		storagemigrationinstall.Install,
 	}
 	for _, install := range installs {
 		// Install panics on a registration error (utilruntime.Must);

@@ -52,13 +52,18 @@ import (
 	"k8s.io/kubernetes/pkg/registry/storage/storageclass"
 
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicy"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicybinding"
 	"k8s.io/kubernetes/pkg/registry/certificates/certificates"
+	"k8s.io/kubernetes/pkg/registry/certificates/clustertrustbundle"
+	"k8s.io/kubernetes/pkg/registry/certificates/podcertificaterequest"
 	"k8s.io/kubernetes/pkg/registry/flowcontrol/flowschema"
 	"k8s.io/kubernetes/pkg/registry/flowcontrol/prioritylevelconfiguration"
 	"k8s.io/kubernetes/pkg/registry/networking/ipaddress"
 	"k8s.io/kubernetes/pkg/registry/networking/servicecidr"
 	"k8s.io/kubernetes/pkg/registry/node/runtimeclass"
 	"k8s.io/kubernetes/pkg/registry/resource/deviceclass"
+	"k8s.io/kubernetes/pkg/registry/resource/devicetaintrule"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceclaim"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceclaimtemplate"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
@@ -67,6 +72,8 @@ import (
 	"k8s.io/kubernetes/pkg/registry/storage/csistoragecapacity"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
+	"k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
+	"k8s.io/utils/clock"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -116,6 +123,11 @@ func newStrategies(resolve resolver.ResourceResolverFunc) map[schema.GroupResour
 	// resourceclaims/driver, which kgate's authorizer does not make yet:
 	// always allowing them leaves the check to RBAC on resourceclaims/status.
 	claims := resourceclaim.NewStrategy(noNamespaces{}, authorizerfactory.NewAlwaysAllowAuthorizer())
+	// PodCertificateRequests: the status strategy checks the signer's
+	// "sign" permission with an authorizer; kgate's RBAC checks
+	// podcertificaterequests/status instead (the same always-allow
+	// deviation as for ResourceClaims).
+	pcr := podcertificaterequest.NewStrategy()
 	return map[schema.GroupResource]strategies{
 		{Resource: "configmaps"}:             {main: configmap.Strategy},
 		{Resource: "endpoints"}:              {main: endpoint.Strategy},
@@ -164,21 +176,27 @@ func newStrategies(resolve resolver.ResourceResolverFunc) map[schema.GroupResour
 		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}:       {main: vap, sub: status(validatingadmissionpolicy.NewStatusStrategy(vap))},
 		{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}: {main: validatingadmissionpolicybinding.NewStrategy(nil, nil, resolve)},
 
-		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}:           {main: certificates.Strategy, sub: map[string]rest.RESTUpdateStrategy{"status": certificates.StatusStrategy, "approval": certificates.ApprovalStrategy}},
-		{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 {main: flowschema.Strategy, sub: status(flowschema.StatusStrategy)},
-		{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: {main: prioritylevelconfiguration.Strategy, sub: status(prioritylevelconfiguration.StatusStrategy)},
-		{Group: "networking.k8s.io", Resource: "ipaddresses"}:                            {main: ipaddress.Strategy},
-		{Group: "networking.k8s.io", Resource: "servicecidrs"}:                           {main: servicecidr.Strategy, sub: status(servicecidr.StatusStrategy)},
-		{Group: "node.k8s.io", Resource: "runtimeclasses"}:                               {main: runtimeclass.Strategy},
-		{Group: "resource.k8s.io", Resource: "deviceclasses"}:                            {main: deviceclass.Strategy},
-		{Group: "resource.k8s.io", Resource: "resourceclaims"}:                           {main: claims, sub: status(resourceclaim.NewStatusStrategy(claims))},
-		{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"}:                   {main: resourceclaimtemplate.NewStrategy(noNamespaces{})},
-		{Group: "resource.k8s.io", Resource: "resourceslices"}:                           {main: resourceslice.Strategy},
-		{Group: "storage.k8s.io", Resource: "csidrivers"}:                                {main: csidriver.Strategy},
-		{Group: "storage.k8s.io", Resource: "csinodes"}:                                  {main: csinode.Strategy, sub: status(csinode.StatusStrategy)},
-		{Group: "storage.k8s.io", Resource: "csistoragecapacities"}:                      {main: csistoragecapacity.Strategy},
-		{Group: "storage.k8s.io", Resource: "volumeattachments"}:                         {main: volumeattachment.Strategy, sub: status(volumeattachment.StatusStrategy)},
-		{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:                   {main: volumeattributesclass.Strategy},
+		{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}:               {main: certificates.Strategy, sub: map[string]rest.RESTUpdateStrategy{"status": certificates.StatusStrategy, "approval": certificates.ApprovalStrategy}},
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                     {main: flowschema.Strategy, sub: status(flowschema.StatusStrategy)},
+		{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}:     {main: prioritylevelconfiguration.Strategy, sub: status(prioritylevelconfiguration.StatusStrategy)},
+		{Group: "networking.k8s.io", Resource: "ipaddresses"}:                                {main: ipaddress.Strategy},
+		{Group: "networking.k8s.io", Resource: "servicecidrs"}:                               {main: servicecidr.Strategy, sub: status(servicecidr.StatusStrategy)},
+		{Group: "node.k8s.io", Resource: "runtimeclasses"}:                                   {main: runtimeclass.Strategy},
+		{Group: "resource.k8s.io", Resource: "deviceclasses"}:                                {main: deviceclass.Strategy},
+		{Group: "resource.k8s.io", Resource: "resourceclaims"}:                               {main: claims, sub: status(resourceclaim.NewStatusStrategy(claims))},
+		{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"}:                       {main: resourceclaimtemplate.NewStrategy(noNamespaces{})},
+		{Group: "resource.k8s.io", Resource: "resourceslices"}:                               {main: resourceslice.Strategy},
+		{Group: "storage.k8s.io", Resource: "csidrivers"}:                                    {main: csidriver.Strategy},
+		{Group: "storage.k8s.io", Resource: "csinodes"}:                                      {main: csinode.Strategy, sub: status(csinode.StatusStrategy)},
+		{Group: "storage.k8s.io", Resource: "csistoragecapacities"}:                          {main: csistoragecapacity.Strategy},
+		{Group: "storage.k8s.io", Resource: "volumeattachments"}:                             {main: volumeattachment.Strategy, sub: status(volumeattachment.StatusStrategy)},
+		{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:                       {main: volumeattributesclass.Strategy},
+		{Group: "admissionregistration.k8s.io", Resource: "mutatingadmissionpolicies"}:       {main: mutatingadmissionpolicy.NewStrategy(nil, resolve)},
+		{Group: "admissionregistration.k8s.io", Resource: "mutatingadmissionpolicybindings"}: {main: mutatingadmissionpolicybinding.NewStrategy(nil, nil, resolve)},
+		{Group: "certificates.k8s.io", Resource: "clustertrustbundles"}:                      {main: clustertrustbundle.Strategy},
+		{Group: "certificates.k8s.io", Resource: "podcertificaterequests"}:                   {main: pcr, sub: status(podcertificaterequest.NewStatusStrategy(pcr, authorizerfactory.NewAlwaysAllowAuthorizer(), clock.RealClock{}))},
+		{Group: "resource.k8s.io", Resource: "devicetaintrules"}:                             {main: devicetaintrule.Strategy, sub: status(devicetaintrule.StatusStrategy)},
+		{Group: "storagemigration.k8s.io", Resource: "storageversionmigrations"}:             {main: storagemigration.Strategy, sub: status(storagemigration.StatusStrategy)},
 	}
 }
 
