@@ -233,7 +233,7 @@ func checkSubresource(info *requestinfo.Info, res *registry.Resource) error {
 			}
 			return nil
 		}
-	case "binding":
+	case "binding", "eviction":
 		if info.Verb == "create" {
 			return nil
 		}
