@@ -65,9 +65,13 @@ func (s *Store) create(ctx context.Context, res *registry.Resource, ns, name str
 	if err != nil {
 		return 0, err
 	}
+	put, err := s.putOp(ctx, res, key, value)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, bytesToString(value))).
+		Then(put).
 		Commit()
 	if err != nil {
 		return 0, etcdError(err)

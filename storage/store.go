@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/registry"
@@ -47,6 +48,13 @@ type Config struct {
 	// larger objects fail with ErrInvalidObject before reaching etcd.
 	// Default DefaultMaxRequestBytes.
 	MaxRequestBytes int
+	// EventTTL, when positive, is how long events (core/v1 and
+	// events.k8s.io, both stored as core/v1 Events) live after their last
+	// write, kube-apiserver's --event-ttl: each create and update puts the
+	// event under an etcd lease, shared by the events of a short window as
+	// upstream's lease manager does. Rounded down to whole seconds (at
+	// least one). Zero keeps events until deleted.
+	EventTTL time.Duration
 }
 
 // Store reads and writes typed objects in etcd with kube-apiserver's key
@@ -56,6 +64,8 @@ type Config struct {
 // (Registry.NewStored). metadata.resourceVersion of a returned object is the
 // etcd mod revision of its key in decimal; it is never stored.
 type Store struct {
+	eventTTL   int64   // seconds; 0: events live until deleted
+	leases     *leases // of objects with a TTL
 	kv         clientv3.KV
 	registry   *registry.Registry
 	codec      *codec.Codec
@@ -77,6 +87,8 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("cannot create store: Logger is required")
 	case cfg.MaxRequestBytes < 0:
 		return nil, errors.New("cannot create store: negative MaxRequestBytes")
+	case cfg.EventTTL < 0:
+		return nil, errors.New("cannot create store: negative EventTTL")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -84,7 +96,13 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxRequestBytes == 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	var ttl int64
+	if cfg.EventTTL > 0 {
+		ttl = max(int64(cfg.EventTTL/time.Second), 1)
+	}
 	return &Store{
+		eventTTL:   ttl,
+		leases:     &leases{client: cfg.Client.Lease, now: cfg.Now},
 		kv:         cfg.Client.KV,
 		registry:   cfg.Registry,
 		codec:      cfg.Codec,
@@ -274,6 +292,23 @@ func (s *Store) checkObject(res *registry.Resource, obj runtime.Object) (metav1.
 		return nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
 	return m, nil
+}
+
+// eventKind is the storage kind of events of both groups.
+var eventKind = schema.GroupVersionKind{Version: "v1", Kind: "Event"}
+
+// putOp returns the put of value at key for an object of res: under a
+// lease when the resource's objects have a time to live (events with
+// EventTTL), as upstream's event store's TTLFunc does on create and update.
+func (s *Store) putOp(ctx context.Context, res *registry.Resource, key string, value []byte) (clientv3.Op, error) {
+	if s.eventTTL == 0 || res.StorageGVK() != eventKind {
+		return clientv3.OpPut(key, bytesToString(value)), nil
+	}
+	id, err := s.leases.get(ctx, s.eventTTL)
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(key, bytesToString(value), clientv3.WithLease(id)), nil
 }
 
 // txnResult is the outcome of a guarded write.

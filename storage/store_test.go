@@ -159,6 +159,7 @@ func TestNewValidates(t *testing.T) {
 	f("no codec", func(c *storage.Config) { c.Codec = nil }, true)
 	f("no logger", func(c *storage.Config) { c.Logger = nil }, true)
 	f("negative max request", func(c *storage.Config) { c.MaxRequestBytes = -1 }, true)
+	f("negative event TTL", func(c *storage.Config) { c.EventTTL = -time.Second }, true)
 }
 
 func TestCreateGet(t *testing.T) {

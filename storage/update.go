@@ -113,7 +113,11 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 			if s.sameAsStored(out, value, kv.Value) {
 				return cur, nil
 			}
-			r, err = s.commitIf(ctx, key, kv.ModRevision, clientv3.OpPut(key, bytesToString(value)))
+			put, err := s.putOp(ctx, res, key, value)
+			if err != nil {
+				return nil, err
+			}
+			r, err = s.commitIf(ctx, key, kv.ModRevision, put)
 			if err != nil {
 				return nil, err
 			}

@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string) error {
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
 	window := addWindowFlags(fs)
+	uf := addUpkeepFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +47,7 @@ func runDev(ctx context.Context, args []string) error {
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window,
 	}
+	dcfg.EtcdCompactionInterval, dcfg.EventTTL = *uf.compaction, *uf.eventTTL
 	af.dev(&dcfg)
 	of.dev(&dcfg)
 	kf.dev(&dcfg)

@@ -72,7 +72,7 @@ type backends struct {
 
 // connect connects to etcd and NATS and opens the storage stack, in that
 // order; close undoes it in reverse.
-func (f backendFlags) connect(name, serviceCIDR string) (_ *backends, err error) {
+func (f backendFlags) connect(name, serviceCIDR string, tune ...func(*backend.Config)) (_ *backends, err error) {
 	log, err := newLogger(*f.logLevel)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,11 @@ func (f backendFlags) connect(name, serviceCIDR string) (_ *backends, err error)
 	}
 	log.Info("NATS connected", "took", time.Since(t0))
 	t0 = time.Now()
-	if b.storage, err = backend.Open(backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Logger: log}); err != nil {
+	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Logger: log}
+	for _, t := range tune {
+		t(&bcfg)
+	}
+	if b.storage, err = backend.Open(bcfg); err != nil {
 		return nil, err
 	}
 	log.Info("storage opened", "took", time.Since(t0))
@@ -134,6 +138,7 @@ func runGateway(ctx context.Context, args []string) error {
 	cacheAddrs := fs.String("cachenode", "", "fixed cache node read API addresses (host:port, comma-separated, best first) instead of learning them from the cluster")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
+	uf := addUpkeepFlags(fs)
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
@@ -147,7 +152,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot load serving certificate: %w", err)
 	}
-	b, err := bf.connect("kgate-gateway", *serviceCIDR)
+	b, err := bf.connect("kgate-gateway", *serviceCIDR, uf.backend)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,14 @@ type Config struct {
 	Splits *ranges.Config
 	// Window bounds each cache node's event windows (zero: defaults).
 	Window cachenode.WindowConfig
+	// EtcdCompactionInterval, when positive, compacts etcd on this
+	// interval (kube-apiserver's --etcd-compaction-interval; `kgate dev`
+	// defaults it to 5m); zero: off.
+	EtcdCompactionInterval time.Duration
+	// EventTTL, when positive, is how long events live after their last
+	// write (kube-apiserver's --event-ttl; `kgate dev` defaults it to 1h);
+	// zero: until deleted.
+	EventTTL time.Duration
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
 	// Logger is required.
@@ -194,7 +202,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		splits = ranges.DefaultSplits()
 	}
 	t0 = time.Now()
-	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR, Logger: log}); err != nil {
+	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR,
+		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, Logger: log}); err != nil {
 		return err
 	}
 	log.Info("storage opened", "took", time.Since(t0))

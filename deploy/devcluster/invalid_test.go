@@ -65,6 +65,9 @@ func invalidCases() []invalidCase {
 	var cases []invalidCase
 	for _, res := range storedResources() {
 		key := res.Group + "/" + res.Resource
+		if noMinimalObject[key] {
+			continue // no valid object to break yet (generatename_test.go)
+		}
 		cases = append(cases, create(key, "metadata.name", func(obj runtime.Object) { mustMeta(obj).SetName("bad/name") }))
 		if !pathSegmentNames[key] && key != "policy/poddisruptionbudgets" { // upstream takes upper case PDB names
 			cases = append(cases, create(key, "metadata.name", func(obj runtime.Object) { mustMeta(obj).SetName("Bad.Name") }))

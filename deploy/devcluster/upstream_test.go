@@ -58,13 +58,18 @@ import (
 	ingressreg "k8s.io/kubernetes/pkg/registry/networking/ingress"
 	ingressclassreg "k8s.io/kubernetes/pkg/registry/networking/ingressclass"
 	networkpolicyreg "k8s.io/kubernetes/pkg/registry/networking/networkpolicy"
+	servicecidrreg "k8s.io/kubernetes/pkg/registry/networking/servicecidr"
+	runtimeclassreg "k8s.io/kubernetes/pkg/registry/node/runtimeclass"
 	poddisruptionbudgetreg "k8s.io/kubernetes/pkg/registry/policy/poddisruptionbudget"
 	clusterrolereg "k8s.io/kubernetes/pkg/registry/rbac/clusterrole"
 	clusterrolebindingreg "k8s.io/kubernetes/pkg/registry/rbac/clusterrolebinding"
 	rolereg "k8s.io/kubernetes/pkg/registry/rbac/role"
 	rolebindingreg "k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
+	deviceclassreg "k8s.io/kubernetes/pkg/registry/resource/deviceclass"
 	priorityclassreg "k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
+	csidriverreg "k8s.io/kubernetes/pkg/registry/storage/csidriver"
 	storageclassreg "k8s.io/kubernetes/pkg/registry/storage/storageclass"
+	volumeattributesclassreg "k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -110,6 +115,11 @@ var upstreamStrategies = map[string]upstreamStrategy{
 	"admissionregistration.k8s.io/validatingwebhookconfigurations":   validatingwebhookconfigurationreg.Strategy,
 	"admissionregistration.k8s.io/validatingadmissionpolicies":       vapStrategy,
 	"admissionregistration.k8s.io/validatingadmissionpolicybindings": validatingadmissionpolicybindingreg.NewStrategy(nil, nil, resolver.ResourceResolverFunc(noResolver)),
+	"networking.k8s.io/servicecidrs":                                 servicecidrreg.Strategy,
+	"node.k8s.io/runtimeclasses":                                     runtimeclassreg.Strategy,
+	"resource.k8s.io/deviceclasses":                                  deviceclassreg.Strategy,
+	"storage.k8s.io/csidrivers":                                      csidriverreg.Strategy,
+	"storage.k8s.io/volumeattributesclasses":                         volumeattributesclassreg.Strategy,
 }
 
 // upstreamCauses runs upstream's create (old nil) or update of obj, a

@@ -2,10 +2,12 @@
 // one place: the registry of served resources, the codec of etcd values,
 // the range table, the store, the revision oracle, the Service IP
 // allocator and the CRD follower (custom resources into the registry), in
-// that order, and closes them in reverse.
+// that order, and closes them in reverse; and, when asked to, the etcd
+// compactor.
 package backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/compact"
 	"github.com/kgate/kgate/storage/crds"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
@@ -40,6 +43,14 @@ type Config struct {
 	// Registry is the set of served resources; default
 	// registry.NewBuiltin().
 	Registry *registry.Registry
+	// CompactionInterval, when positive, runs an etcd compactor
+	// (storage/compact) on this interval, kube-apiserver's
+	// --etcd-compaction-interval: every member runs one, and the cluster
+	// compacts once per interval. Zero: off.
+	CompactionInterval time.Duration
+	// EventTTL is storage.Config.EventTTL (kube-apiserver's --event-ttl);
+	// zero keeps events until deleted.
+	EventTTL time.Duration
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -58,8 +69,12 @@ type Backend struct {
 	// CRDs keeps Registry serving the custom resources of the
 	// established CRDs in etcd; Open returns once it has listed them.
 	CRDs *crds.Follower
+	// Compactor is nil unless Config.CompactionInterval is positive.
+	Compactor *compact.Compactor
 
-	log *slog.Logger
+	log           *slog.Logger
+	stopCompactor context.CancelFunc // nil without a compactor
+	compactorDone chan struct{}      // closed when the compactor's Run returned
 }
 
 // Open builds the stack in order, logging how long each step took. A
@@ -87,7 +102,7 @@ func Open(cfg Config) (_ *Backend, err error) {
 		{"codec", func() error { b.Codec = codec.New(b.Registry.Scheme()); return nil }},
 		{"ranges", func() (err error) { b.Ranges, err = ranges.Follow(b.Registry, cfg.Splits); return err }},
 		{"store", func() (err error) {
-			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, Logger: cfg.Logger.With("component", "storage")})
+			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, EventTTL: cfg.EventTTL, Logger: cfg.Logger.With("component", "storage")})
 			return err
 		}},
 		{"revisions", func() (err error) {
@@ -102,6 +117,21 @@ func Open(cfg Config) (_ *Backend, err error) {
 			b.CRDs, err = crds.Start(crds.Config{Etcd: cfg.Etcd, Registry: b.Registry, Logger: cfg.Logger.With("component", "crds")})
 			return err
 		}},
+		{"compactor", func() (err error) {
+			if cfg.CompactionInterval <= 0 {
+				return nil
+			}
+			if b.Compactor, err = compact.New(compact.Config{Client: cfg.Etcd, Interval: cfg.CompactionInterval, Logger: cfg.Logger.With("component", "compact")}); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			b.stopCompactor, b.compactorDone = cancel, make(chan struct{})
+			go func() {
+				defer close(b.compactorDone)
+				_ = b.Compactor.Run(ctx) // returns nil when stopped; failed rounds are logged
+			}()
+			return nil
+		}},
 	}
 	for _, s := range steps {
 		t0 := time.Now()
@@ -113,10 +143,15 @@ func Open(cfg Config) (_ *Backend, err error) {
 	return b, nil
 }
 
-// Close stops what Open started, in reverse order: the CRD follower and
-// the revision oracle (the others hold nothing to stop). It may be called
-// more than once.
+// Close stops what Open started, in reverse order: the compactor, the
+// CRD follower and the revision oracle (the others hold nothing to
+// stop). It may be called more than once.
 func (b *Backend) Close() {
+	if b.stopCompactor != nil {
+		b.stopCompactor()
+		<-b.compactorDone
+		b.stopCompactor = nil
+	}
 	if b.CRDs != nil {
 		t0 := time.Now()
 		b.CRDs.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/storagetest"
@@ -19,6 +20,7 @@ func TestOpen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
+	storagetest.CheckGoroutines(t) // Close stops the compactor
 	cli := storagetest.StartEtcd(t)
 	log := storagetest.Logger(t)
 	f := func(name string, cfg Config, wantErr bool) {
@@ -42,9 +44,14 @@ func TestOpen(t *testing.T) {
 			if _, err := b.Revisions.Current(t.Context()); err != nil {
 				t.Fatal(err)
 			}
+			if (b.Compactor != nil) != (cfg.CompactionInterval > 0) {
+				t.Fatalf("compactor %v with interval %v", b.Compactor, cfg.CompactionInterval)
+			}
 		})
 	}
 	f("defaults", Config{}, false)
 	f("splits", Config{Splits: ranges.DefaultSplits()}, false)
 	f("bad CIDR", Config{ServiceCIDR: "not a CIDR"}, true)
+	f("compactor", Config{CompactionInterval: time.Hour}, false)
+	f("negative event TTL", Config{EventTTL: -time.Second}, true)
 }

@@ -11,16 +11,21 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,6 +45,8 @@ func NewScheme() (*runtime.Scheme, error) {
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
 		apiextensionsv1.AddToScheme,
+		certificatesv1.AddToScheme, flowcontrolv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme,
+		storagemigrationv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {
@@ -75,14 +82,13 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
 			FieldSelectors: eventFieldNames, Fields: eventFields},
 		{Version: "v1", Resource: "limitranges", Kind: "LimitRange", Singular: "limitrange", Namespaced: true, ShortNames: []string{"limits"}, Prefix: "/registry/limitranges"},
-		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
-			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields,
-			Verbs: []string{"create", "delete", "get", "list", "patch", "update", "watch"}}, // no deletecollection, as upstream's namespace REST
+		{Version: "v1", Resource: "namespaces", Kind: "Namespace", Singular: "namespace", ShortNames: []string{"ns"}, Verbs: namespaceVerbs, Subresources: []string{"status", "finalize"}, Prefix: "/registry/namespaces",
+			FieldSelectors: []string{"status.phase"}, Fields: namespaceFields},
 		{Version: "v1", Resource: "nodes", Kind: "Node", Singular: "node", ShortNames: []string{"no"}, Subresources: []string{"status", "proxy"}, Prefix: "/registry/minions",
 			FieldSelectors: []string{"spec.unschedulable"}, Fields: nodeFields},
 		{Version: "v1", Resource: "persistentvolumeclaims", Kind: "PersistentVolumeClaim", Singular: "persistentvolumeclaim", Namespaced: true, ShortNames: []string{"pvc"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumeclaims"},
 		{Version: "v1", Resource: "persistentvolumes", Kind: "PersistentVolume", Singular: "persistentvolume", ShortNames: []string{"pv"}, Subresources: []string{"status"}, Prefix: "/registry/persistentvolumes"},
-		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "log", "exec", "attach", "portforward", "proxy"}, Prefix: "/registry/pods",
+		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "resize", "log", "exec", "attach", "portforward", "proxy"}, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
 		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers"},
@@ -140,11 +146,43 @@ func Builtin() []Resource {
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{"status"}, Prefix: "/registry/validatingadmissionpolicies"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings", Kind: "ValidatingAdmissionPolicyBinding", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}, Prefix: "/registry/validatingadmissionpolicybindings"},
 
+		// The rest of kube-apiserver's default resources (issue 13), each
+		// with upstream's strategy in gateway/internal/builtin; the
+		// discovery test (gateway/internal/discovery) checks them against
+		// upstream's recording.
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests", Kind: "CertificateSigningRequest", Singular: "certificatesigningrequest", ShortNames: []string{"csr"}, Subresources: []string{"approval", "status"}, Prefix: "/registry/certificatesigningrequests",
+			FieldSelectors: []string{"spec.signerName"}, Fields: csrFields},
+		{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "flowschemas", Kind: "FlowSchema", Singular: "flowschema", Subresources: []string{"status"}, Prefix: "/registry/flowschemas"},
+		{Group: "flowcontrol.apiserver.k8s.io", Version: "v1", Resource: "prioritylevelconfigurations", Kind: "PriorityLevelConfiguration", Singular: "prioritylevelconfiguration", Subresources: []string{"status"}, Prefix: "/registry/prioritylevelconfigurations"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "ipaddresses", Kind: "IPAddress", Singular: "ipaddress", ShortNames: []string{"ip"}, Prefix: "/registry/ipaddresses"},
+		{Group: "networking.k8s.io", Version: "v1", Resource: "servicecidrs", Kind: "ServiceCIDR", Singular: "servicecidr", Subresources: []string{"status"}, Prefix: "/registry/servicecidrs"},
+		{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses", Kind: "RuntimeClass", Singular: "runtimeclass", Prefix: "/registry/runtimeclasses"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "deviceclasses", Kind: "DeviceClass", Singular: "deviceclass", Prefix: "/registry/deviceclasses"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims", Kind: "ResourceClaim", Singular: "resourceclaim", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/resourceclaims"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates", Kind: "ResourceClaimTemplate", Singular: "resourceclaimtemplate", Namespaced: true, Prefix: "/registry/resourceclaimtemplates"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "resourceslices", Kind: "ResourceSlice", Singular: "resourceslice", Prefix: "/registry/resourceslices",
+			FieldSelectors: []string{"spec.nodeName", "spec.driver", "spec.pool.name"}, Fields: resourceSliceFields},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csidrivers", Kind: "CSIDriver", Singular: "csidriver", Prefix: "/registry/csidrivers"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes", Kind: "CSINode", Singular: "csinode", Subresources: []string{"status"}, Prefix: "/registry/csinodes"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "csistoragecapacities", Kind: "CSIStorageCapacity", Singular: "csistoragecapacity", Namespaced: true, Prefix: "/registry/csistoragecapacities"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattachments", Kind: "VolumeAttachment", Singular: "volumeattachment", Subresources: []string{"status"}, Prefix: "/registry/volumeattachments"},
+		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses", Kind: "VolumeAttributesClass", Singular: "volumeattributesclass", ShortNames: []string{"vac"}, Prefix: "/registry/volumeattributesclasses"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicies", Kind: "MutatingAdmissionPolicy", Singular: "mutatingadmissionpolicy", Categories: ext, Prefix: "/registry/mutatingadmissionpolicies"},
+		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings", Kind: "MutatingAdmissionPolicyBinding", Singular: "mutatingadmissionpolicybinding", Categories: ext, Prefix: "/registry/mutatingadmissionpolicybindings"},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles", Kind: "ClusterTrustBundle", Singular: "clustertrustbundle", Prefix: "/registry/clustertrustbundles"},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests", Kind: "PodCertificateRequest", Singular: "podcertificaterequest", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/podcertificaterequests"},
+		{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules", Kind: "DeviceTaintRule", Singular: "devicetaintrule", Subresources: []string{"status"}, Prefix: "/registry/devicetaintrules"},
+		{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations", Kind: "StorageVersionMigration", Singular: "storageversionmigration", Subresources: []string{"status"}, Prefix: "/registry/storageversionmigrations"},
+
 		// apiextensions-apiserver's CRD REST: short names and categories
 		// as its ShortNames and Categories, kube-apiserver's key.
 		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Kind: "CustomResourceDefinition", Singular: "customresourcedefinition", ShortNames: []string{"crd", "crds"}, Categories: ext, Subresources: []string{"status"}, Prefix: "/registry/apiextensions.k8s.io/customresourcedefinitions"},
 	}
 }
+
+// namespaceVerbs: kube-apiserver serves no deletecollection of
+// namespaces.
+var namespaceVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 
 var podFieldNames = []string{
 	"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
@@ -228,6 +266,26 @@ func replicaSetFields(obj runtime.Object) fields.Set {
 		return fields.Set{}
 	}
 	return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
+}
+
+func csrFields(obj runtime.Object) fields.Set {
+	c, ok := obj.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"spec.signerName": c.Spec.SignerName}
+}
+
+func resourceSliceFields(obj runtime.Object) fields.Set {
+	rs, ok := obj.(*resourcev1.ResourceSlice)
+	if !ok {
+		return fields.Set{}
+	}
+	node := ""
+	if rs.Spec.NodeName != nil {
+		node = *rs.Spec.NodeName
+	}
+	return fields.Set{"spec.nodeName": node, "spec.driver": rs.Spec.Driver, "spec.pool.name": rs.Spec.Pool.Name}
 }
 
 func jobFields(obj runtime.Object) fields.Set {

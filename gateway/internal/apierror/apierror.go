@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -202,6 +203,24 @@ func ExpiredContinue(freshToken string) *apierrors.StatusError {
 // retry after retryAfterSeconds.
 func TooManyRequests(message string, retryAfterSeconds int) *apierrors.StatusError {
 	return apierrors.NewTooManyRequests(message, retryAfterSeconds)
+}
+
+// DisruptionBudget adds to err (a 429 or 403 of pods/eviction) the
+// DisruptionBudget cause kube-apiserver's eviction REST attaches, with
+// message; it returns err.
+func DisruptionBudget(err *apierrors.StatusError, message string) *apierrors.StatusError {
+	if err.ErrStatus.Details == nil {
+		err.ErrStatus.Details = &metav1.StatusDetails{}
+	}
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: policyv1.DisruptionBudgetCause, Message: message})
+	return err
+}
+
+// Failure is a bare failure Status with code and message and no reason,
+// as kube-apiserver's eviction REST returns for a pod with more than one
+// PodDisruptionBudget (500).
+func Failure(code int32, message string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Message: message}}
 }
 
 // NotFound is the 404 of the object name of resource qualified, when the

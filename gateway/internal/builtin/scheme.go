@@ -11,15 +11,20 @@ import (
 	authorizationinstall "k8s.io/kubernetes/pkg/apis/authorization/install"
 	autoscalinginstall "k8s.io/kubernetes/pkg/apis/autoscaling/install"
 	batchinstall "k8s.io/kubernetes/pkg/apis/batch/install"
+	certificatesinstall "k8s.io/kubernetes/pkg/apis/certificates/install"
 	coordinationinstall "k8s.io/kubernetes/pkg/apis/coordination/install"
 	coreinstall "k8s.io/kubernetes/pkg/apis/core/install"
 	discoveryinstall "k8s.io/kubernetes/pkg/apis/discovery/install"
 	eventsinstall "k8s.io/kubernetes/pkg/apis/events/install"
+	flowcontrolinstall "k8s.io/kubernetes/pkg/apis/flowcontrol/install"
 	networkinginstall "k8s.io/kubernetes/pkg/apis/networking/install"
+	nodeinstall "k8s.io/kubernetes/pkg/apis/node/install"
 	policyinstall "k8s.io/kubernetes/pkg/apis/policy/install"
 	rbacinstall "k8s.io/kubernetes/pkg/apis/rbac/install"
+	resourceinstall "k8s.io/kubernetes/pkg/apis/resource/install"
 	schedulinginstall "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
+	storagemigrationinstall "k8s.io/kubernetes/pkg/apis/storagemigration/install"
 )
 
 // newScheme returns a scheme of the package's own with upstream's internal
@@ -37,6 +42,8 @@ func newScheme() (*runtime.Scheme, error) {
 		rbacinstall.Install, schedulinginstall.Install, storageinstall.Install,
 		admissionregistrationinstall.Install, authenticationinstall.Install,
 		authorizationinstall.Install, apiextensionsinstall.Install,
+		certificatesinstall.Install, flowcontrolinstall.Install, nodeinstall.Install, resourceinstall.Install,
+		storagemigrationinstall.Install,
 	}
 	for _, install := range installs {
 		// Install panics on a registration error (utilruntime.Must);

@@ -228,7 +228,7 @@ func checkSubresource(info *requestinfo.Info, res *registry.Resource) error {
 		return notFoundPath()
 	}
 	switch info.Subresource {
-	case "status", "scale", "finalize":
+	case "status", "scale", "finalize", "approval", "ephemeralcontainers", "resize":
 		switch info.Verb {
 		case "get", "update", "patch":
 			if info.Subresource == "finalize" && info.Verb != "update" {
@@ -236,7 +236,7 @@ func checkSubresource(info *requestinfo.Info, res *registry.Resource) error {
 			}
 			return nil
 		}
-	case "binding":
+	case "binding", "eviction":
 		if info.Verb == "create" {
 			return nil
 		}

@@ -134,6 +134,9 @@ func (h *Handler) create(ctx context.Context, r *request) error {
 	if r.info.Subresource == "binding" || r.res.Resource == "bindings" {
 		return h.bind(ctx, r)
 	}
+	if r.info.Subresource == "eviction" {
+		return h.evict(ctx, r)
+	}
 	obj, m, dry, err := h.readObject(r, "CreateOptions", false)
 	if err != nil {
 		return err

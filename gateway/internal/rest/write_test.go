@@ -575,3 +575,35 @@ func TestMethodNotSupported(t *testing.T) {
 		t.Errorf("get binding: %d %s", r.code, r.reason())
 	}
 }
+
+// TestPodSubresources: pods/ephemeralcontainers changes only the
+// ephemeral containers, as upstream's EphemeralContainersStrategy lets it;
+// a spec change of the main resource through it is dropped.
+func TestPodSubresources(t *testing.T) {
+	e := newEnv(t)
+	pods := podsGVR
+	e.seed(pods, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+	})
+	body := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns"},
+		"spec":{"containers":[{"name":"c","image":"changed"}],
+		"ephemeralContainers":[{"name":"debug","image":"busybox","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}]}}`
+	r := e.do("PUT", "/api/v1/namespaces/ns/pods/p/ephemeralcontainers", []byte(body))
+	if r.code != 200 {
+		t.Fatalf("PUT ephemeralcontainers: %d %+v", r.code, r.status)
+	}
+	p := e.stored(pods, "ns", "p").(*corev1.Pod)
+	if len(p.Spec.EphemeralContainers) != 1 || p.Spec.EphemeralContainers[0].Name != "debug" {
+		t.Errorf("ephemeral containers %+v", p.Spec.EphemeralContainers)
+	}
+	if p.Spec.Containers[0].Image != "i" {
+		t.Errorf("container image changed through ephemeralcontainers: %q", p.Spec.Containers[0].Image)
+	}
+	if r := e.do("GET", "/api/v1/namespaces/ns/pods/p/resize", nil); r.code != 200 {
+		t.Errorf("GET resize: %d %+v", r.code, r.status)
+	}
+	if r := e.do("DELETE", "/api/v1/namespaces/ns/pods/p/ephemeralcontainers", nil); r.code != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE ephemeralcontainers: %d", r.code)
+	}
+}
