@@ -74,17 +74,9 @@ func TestUpstreamRecordingIsCurrent(t *testing.T) {
 // ".../resource/subresource". The test fails when an entry is served
 // after all (so that the list only shrinks).
 var notYet = map[string]string{
-	"/v1/componentstatuses": "answered from the health of etcd and the controllers; no handler in kgate yet",
-	"/v1/nodes/proxy":       "kubelet proxying is not in kgate yet",
-	"/v1/pods/attach":       "kubelet streaming (attach) is not in kgate yet",
-	"/v1/pods/exec":         "kubelet streaming (exec) is not in kgate yet",
-	"/v1/pods/log":          "kubelet log streaming is not in kgate yet",
-	"/v1/pods/portforward":  "kubelet streaming (port-forward) is not in kgate yet",
-	"/v1/pods/proxy":        "pod proxying is not in kgate yet",
-	"/v1/services/proxy":    "service proxying is not in kgate yet",
-	"apiextensions.k8s.io/v1/customresourcedefinitions": "CRDs are being added to the registry by the CRD work (issue 12)",
-	"apiregistration.k8s.io/v1/apiservices":             "APIServices and aggregation are not in the registry yet",
-	"autoscaling/v1/horizontalpodautoscalers":           "stored as autoscaling/v2: needs a v1↔v2 conversion in gateway/internal/convert",
+	"/v1/componentstatuses":                   "answered from the health of etcd and the controllers; no handler in kgate yet",
+	"apiregistration.k8s.io/v1/apiservices":   "APIServices and aggregation are not in the registry yet",
+	"autoscaling/v1/horizontalpodautoscalers": "stored as autoscaling/v2: needs a v1↔v2 conversion in gateway/internal/convert",
 }
 
 // describe renders what discovery says about one resource in a form that
