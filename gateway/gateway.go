@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
@@ -78,6 +79,10 @@ type Config struct {
 	// every range, best first (one node, or a fixed set). Ignored when
 	// Deps.Directory is set.
 	CacheNodes []string
+	// CacheNodeTLS, when set, reads the cache nodes over TLS with it (the
+	// internal plane's client side, pki.InternalTLS.Client); nil reads
+	// them over plain HTTP.
+	CacheNodeTLS *tls.Config
 	// Replicas is the number of owners per range, for the status
 	// endpoint. Default 2.
 	Replicas int
@@ -339,7 +344,7 @@ func (g *Gateway) newReads() error {
 	if g.d.Directory != nil {
 		replicas = directoryReplicas{g.d.Directory}
 	}
-	if g.router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
+	if g.router, err = route.New(route.Config{Replicas: replicas, Client: client.Config{TLS: g.cfg.CacheNodeTLS}, Metrics: routeMetrics}); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	if g.hub, err = watchhub.New(watchhub.Config{NATS: g.d.NATS, Source: g.router, Ranges: g.d.Backend.Ranges, Logger: g.log.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {

@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -31,6 +32,10 @@ type Config struct {
 	// Timeout bounds each call when the context has no earlier deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// TLS, when set, reaches the node over TLS with it (the internal
+	// plane's client configuration presents the gateway's certificate
+	// and checks the node's). Nil speaks plain HTTP.
+	TLS *tls.Config
 }
 
 // Format of the objects returned.
@@ -125,6 +130,8 @@ func New(cfg Config) (*Client, error) {
 			ReadBufferSize:                32 << 10,
 			DisableHeaderNamesNormalizing: true,
 			NoDefaultUserAgentHeader:      true,
+			IsTLS:                         cfg.TLS != nil,
+			TLSConfig:                     cfg.TLS,
 			// A plain dialer: fasthttp's default one caches DNS in a
 			// goroutine that lives as long as the process.
 			DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
