@@ -101,6 +101,7 @@ type List struct {
 // Client reads from one cache node. It is safe for concurrent use.
 type Client struct {
 	addr    string
+	tls     bool
 	timeout time.Duration
 	hc      *fasthttp.HostClient
 }
@@ -118,6 +119,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		addr:    cfg.Addr,
+		tls:     cfg.TLS != nil,
 		timeout: cfg.Timeout,
 		hc: &fasthttp.HostClient{
 			Addr:     cfg.Addr,
@@ -197,6 +199,9 @@ func (c *Client) request(path, rangeID string) *fasthttp.Request {
 	req := fasthttp.AcquireRequest()
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.SetHost(c.addr)
+	if c.tls {
+		req.URI().SetScheme("https")
+	}
 	req.URI().SetPath(path)
 	if rangeID != "" {
 		req.URI().QueryArgs().Add(wire.ArgRange, rangeID)
