@@ -235,12 +235,12 @@ func TestInternalPlaneClosed(t *testing.T) {
 			}
 		}
 		get := func(cfg *tls.Config) error {
-			ec, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints(), TLS: cfg, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+			ec, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints(), TLS: cfg, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 			if err != nil {
 				return err
 			}
 			defer ec.Close()
-			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			_, err = ec.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 			return err
