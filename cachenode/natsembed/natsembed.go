@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // DefaultMaxPayload is 8 MiB: a 1.5 MiB object and its previous version,
@@ -86,8 +87,14 @@ func Start(cfg Config) (*Server, error) {
 		if u.Name == "" || u.Password == "" {
 			return nil, fmt.Errorf("cannot start NATS: user %q without a name or password", u.Name)
 		}
+		// The server keeps a bcrypt hash, not the password (it warns
+		// otherwise); the cost only slows connecting, never the messages.
+		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), bcrypt.MinCost)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start NATS: cannot hash the password of %q: %w", u.Name, err)
+		}
 		opts.Users = append(opts.Users, &server.User{
-			Username: u.Name, Password: u.Password,
+			Username: u.Name, Password: string(hash),
 			Permissions: &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: u.Publish},
 				Subscribe: &server.SubjectPermission{Allow: u.Subscribe},

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/kgate/kgate/cachenode/natsauth"
 	"github.com/kgate/kgate/deploy/pki"
 )
@@ -59,7 +61,8 @@ func runPKI(args []string) error {
 
 // natsServerConf is a nats-server configuration fragment (include it, or
 // use it as is with a listen line): TLS with the NATS server certificate
-// and the roles' users, each allowed only its subjects (natsauth.For).
+// and the roles' users (bcrypt hashes of their passwords), each allowed
+// only its subjects (natsauth.For).
 func natsServerConf(in *pki.Internal) ([]byte, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Written by kgate pki: the roles of kgate and their subjects.\ntls {\n  cert_file: %s\n  key_file: %s\n}\nauthorization {\n  users: [\n",
@@ -74,8 +77,12 @@ func natsServerConf(in *pki.Internal) ([]byte, error) {
 			return nil, err
 		}
 		p, _ := natsauth.For(role) // a known role
+		hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), bcrypt.DefaultCost)
+		if err != nil {
+			return nil, fmt.Errorf("cannot hash the NATS password of %s: %w", role, err)
+		}
 		fmt.Fprintf(&sb, "    {user: %s, password: %s, permissions: {publish: {allow: %s}, subscribe: {allow: %s}}}\n",
-			strconv.Quote(c.User), strconv.Quote(c.Password), quoteList(p.Publish), quoteList(p.Subscribe))
+			strconv.Quote(c.User), strconv.Quote(string(hash)), quoteList(p.Publish), quoteList(p.Subscribe))
 	}
 	sb.WriteString("  ]\n}\n")
 	return []byte(sb.String()), nil

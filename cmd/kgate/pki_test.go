@@ -62,7 +62,8 @@ func TestNATSServerConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	violations := make(chan error, 4)
-	nc, err := nats.Connect(url, nats.Secure(gw.HostClient()), nats.UserInfo(creds.User, creds.Password),
+	// bcrypt at its default cost is slow under -race: wait for it.
+	nc, err := nats.Connect(url, nats.Secure(gw.HostClient()), nats.UserInfo(creds.User, creds.Password), nats.Timeout(time.Minute),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	if err != nil {
 		t.Fatalf("gateway cannot connect: %v", err)
