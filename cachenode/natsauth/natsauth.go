@@ -28,6 +28,12 @@ const (
 // and the subjects under it (--audit-nats-subject must be one of them).
 const AuditSubject = "kgate.audit"
 
+// AuditAllowed reports whether gateways may publish audit events on
+// subject: AuditSubject or a subject below it.
+func AuditAllowed(subject string) bool {
+	return subject == AuditSubject || strings.HasPrefix(subject, AuditSubject+".") && !strings.HasSuffix(subject, ".")
+}
+
 // ErrBadCredentials: a credentials file is not one "user:password" line.
 var ErrBadCredentials = errors.New("natsauth: malformed credentials")
 

@@ -138,3 +138,14 @@ func TestParse(t *testing.T) {
 		t.Error("For(admin) has permissions")
 	}
 }
+
+func TestAuditAllowed(t *testing.T) {
+	for subject, want := range map[string]bool{
+		"kgate.audit": true, "kgate.audit.gw-0": true, "kgate.audit.": false,
+		"kgate.auditx": false, "audit": false, "kgate.ev.pods.default": false,
+	} {
+		if got := natsauth.AuditAllowed(subject); got != want {
+			t.Errorf("AuditAllowed(%q) = %v, want %v", subject, got, want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/health"
+	"github.com/kgate/kgate/cachenode/natsauth"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
@@ -172,6 +173,9 @@ func runGateway(ctx context.Context, args []string) error {
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)
 	of.gateway(&cfg, *certFile, *keyFile)
+	if s := cfg.Audit.NATSSubject; s != "" && b.plane.role != nil && !natsauth.AuditAllowed(s) {
+		return fmt.Errorf("--audit-nats-subject %q: gateways may publish audit events only on %s and below it", s, natsauth.AuditSubject)
+	}
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
 		gw, err := gateway.New(cfg, deps)

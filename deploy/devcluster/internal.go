@@ -37,6 +37,9 @@ func (c *Cluster) startInternal() error {
 		cfg.Logger.Warn("the internal plane is insecure: etcd, NATS, the cache nodes' read API and gossip run in plaintext without credentials (--insecure-internal)")
 		return nil
 	}
+	if sub := cfg.Audit.NATSSubject; sub != "" && !natsauth.AuditAllowed(sub) {
+		return fmt.Errorf("cannot use audit NATS subject %q: gateways may publish audit events only on %s and below it", sub, natsauth.AuditSubject)
+	}
 	dir := cfg.InternalDir
 	if dir == "" {
 		dir = filepath.Join(cfg.DataDir, "internal")
