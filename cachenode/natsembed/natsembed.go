@@ -81,7 +81,11 @@ func Start(cfg Config) (*Server, error) {
 		HTTPPort:   0,
 	}
 	if cfg.TLS != nil {
-		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 5
+		// Generous: a loaded test machine handshakes slowly.
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 10
+	}
+	if cfg.TLS != nil || len(cfg.Users) > 0 {
+		opts.AuthTimeout = 10
 	}
 	for _, u := range cfg.Users {
 		if u.Name == "" || u.Password == "" {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -87,7 +88,9 @@ func (p *internalPlane) natsOptions(role string) []nats.Option {
 		return nil
 	}
 	creds := p.natsCreds[role]
-	return []nats.Option{nats.UserInfo(creds.User, creds.Password), nats.Secure(p.roles[role].HostClient())}
+	// The TLS handshake and the password check take longer than NATS's
+	// default 2s connect timeout on a loaded test machine.
+	return []nats.Option{nats.UserInfo(creds.User, creds.Password), nats.Secure(p.roles[role].HostClient()), nats.Timeout(10 * time.Second)}
 }
 
 // NATSURL is the embedded NATS server's client URL (tls:// unless the
