@@ -44,7 +44,7 @@ func runPKI(args []string) error {
 	if err != nil {
 		return err
 	}
-	conf, err := natsServerConf(in)
+	conf, err := natsServerConf(in, bcrypt.DefaultCost)
 	if err != nil {
 		return err
 	}
@@ -62,8 +62,8 @@ func runPKI(args []string) error {
 // natsServerConf is a nats-server configuration fragment (include it, or
 // use it as is with a listen line): TLS with the NATS server certificate
 // and the roles' users (bcrypt hashes of their passwords), each allowed
-// only its subjects (natsauth.For).
-func natsServerConf(in *pki.Internal) ([]byte, error) {
+// only its subjects (natsauth.For). cost is bcrypt's.
+func natsServerConf(in *pki.Internal, cost int) ([]byte, error) {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Written by kgate pki: the roles of kgate and their subjects.\ntls {\n  cert_file: %s\n  key_file: %s\n}\nauthorization {\n  users: [\n",
 		strconv.Quote(in.NATSServerCertFile), strconv.Quote(in.NATSServerKeyFile))
@@ -77,7 +77,7 @@ func natsServerConf(in *pki.Internal) ([]byte, error) {
 			return nil, err
 		}
 		p, _ := natsauth.For(role) // a known role
-		hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), bcrypt.DefaultCost)
+		hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), cost)
 		if err != nil {
 			return nil, fmt.Errorf("cannot hash the NATS password of %s: %w", role, err)
 		}

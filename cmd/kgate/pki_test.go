@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kgate/kgate/cachenode/natsauth"
 	"github.com/kgate/kgate/deploy/pki"
@@ -26,7 +27,7 @@ func TestNATSServerConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := natsServerConf(in)
+	conf, err := natsServerConf(in, bcrypt.MinCost) // the default cost takes seconds under -race
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +63,7 @@ func TestNATSServerConf(t *testing.T) {
 		t.Fatal(err)
 	}
 	violations := make(chan error, 4)
-	// bcrypt at its default cost is slow under -race: wait for it.
-	nc, err := nats.Connect(url, nats.Secure(gw.HostClient()), nats.UserInfo(creds.User, creds.Password), nats.Timeout(time.Minute),
+	nc, err := nats.Connect(url, nats.Secure(gw.HostClient()), nats.UserInfo(creds.User, creds.Password),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	if err != nil {
 		t.Fatalf("gateway cannot connect: %v", err)
