@@ -8,6 +8,7 @@ package cachenode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,9 @@ type Config struct {
 	// Listen is the read API's address; default "127.0.0.1:0" (a free
 	// port, see Addr).
 	Listen string
+	// TLS, when set, serves the read API over TLS with it (see
+	// pki.InternalTLS.Server: only gateways and cache nodes get in).
+	TLS *tls.Config
 	// Window bounds each range's event window.
 	Window WindowConfig
 	// ProgressInterval: an idle range publishes progress, and asks etcd
@@ -183,7 +187,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
 	}
 	n.api, err = readapi.New(readapi.Config{
-		Listen: cfg.Listen, Ranges: liveRanges{n}, WaitTimeout: cfg.WaitTimeout, Logger: cfg.Logger, Metrics: n.m.readapi,
+		Listen: cfg.Listen, TLS: cfg.TLS, Ranges: liveRanges{n}, WaitTimeout: cfg.WaitTimeout, Logger: cfg.Logger, Metrics: n.m.readapi,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)

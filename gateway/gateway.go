@@ -76,6 +76,10 @@ type Config struct {
 	// every range, best first (one node, or a fixed set). Ignored when
 	// Deps.Directory is set.
 	CacheNodes []string
+	// CacheNodeTLS, when set, reads the cache nodes over TLS with it (the
+	// internal plane's client side, pki.InternalTLS.Client); nil reads
+	// them over plain HTTP.
+	CacheNodeTLS *tls.Config
 	// Replicas is the number of owners per range, for the status
 	// endpoint. Default 2.
 	Replicas int
@@ -198,7 +202,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		return nil, err
 	}
 	c, err := components.New(components.Config{
-		TLS: cfg.TLS, CacheNodes: cfg.CacheNodes, KubernetesVersion: cfg.KubernetesVersion, Build: cfg.Build,
+		TLS: cfg.TLS, CacheNodes: cfg.CacheNodes, CacheNodeTLS: cfg.CacheNodeTLS, KubernetesVersion: cfg.KubernetesVersion, Build: cfg.Build,
 		ConsistentReadFallback: cfg.ConsistentReadFallback, MinWatchTimeout: cfg.MinWatchTimeout,
 		BookmarkInterval: cfg.BookmarkInterval, QuotaRecountInterval: cfg.QuotaRecountInterval,
 		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, Kubelet: cfg.Kubelet,

@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -31,6 +32,10 @@ type Config struct {
 	// Timeout bounds each call when the context has no earlier deadline.
 	// Default 10s.
 	Timeout time.Duration
+	// TLS, when set, reaches the node over TLS with it (the internal
+	// plane's client configuration presents the gateway's certificate
+	// and checks the node's). Nil speaks plain HTTP.
+	TLS *tls.Config
 }
 
 // Format of the objects returned.
@@ -96,6 +101,7 @@ type List struct {
 // Client reads from one cache node. It is safe for concurrent use.
 type Client struct {
 	addr    string
+	tls     bool
 	timeout time.Duration
 	hc      *fasthttp.HostClient
 }
@@ -113,6 +119,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	return &Client{
 		addr:    cfg.Addr,
+		tls:     cfg.TLS != nil,
 		timeout: cfg.Timeout,
 		hc: &fasthttp.HostClient{
 			Addr:     cfg.Addr,
@@ -125,6 +132,8 @@ func New(cfg Config) (*Client, error) {
 			ReadBufferSize:                32 << 10,
 			DisableHeaderNamesNormalizing: true,
 			NoDefaultUserAgentHeader:      true,
+			IsTLS:                         cfg.TLS != nil,
+			TLSConfig:                     cfg.TLS,
 			// A plain dialer: fasthttp's default one caches DNS in a
 			// goroutine that lives as long as the process.
 			DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
@@ -190,6 +199,9 @@ func (c *Client) request(path, rangeID string) *fasthttp.Request {
 	req := fasthttp.AcquireRequest()
 	req.Header.SetMethod(fasthttp.MethodGet)
 	req.SetHost(c.addr)
+	if c.tls {
+		req.URI().SetScheme("https")
+	}
 	req.URI().SetPath(path)
 	if rangeID != "" {
 		req.URI().QueryArgs().Add(wire.ArgRange, rangeID)

@@ -8,13 +8,18 @@ import (
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/internal/store"
+	"github.com/kgate/kgate/deploy/pki"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
 // benchClient serves 10k pods of ~4.7 KB in 10 namespaces, one in ten
 // with app=db.
-func benchClient(b *testing.B) *client.Client {
+func benchClient(b *testing.B) *client.Client { return benchClientTLS(b, false) }
+
+// benchClientTLS is benchClient, over the internal plane's mutual TLS
+// when secure.
+func benchClientTLS(b *testing.B, secure bool) *client.Client {
 	rng, _ := podsRange(b)
 	f := newFakeRange(b, rng, 1)
 	json := make([]byte, 4700)
@@ -30,11 +35,31 @@ func benchClient(b *testing.B) *client.Client {
 			labels.Set{"app": app}, fields.Set{"metadata.name": name, "metadata.namespace": ns}, json, json[:3000], nil))
 	}
 	f.st = store.Load(es, 10001)
-	return serve(b, 3*time.Second, f)
+	if !secure {
+		return serve(b, 3*time.Second, f)
+	}
+	in, err := pki.EnsureInternal(pki.InternalConfig{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, err := in.LoadRoleTLS(pki.RoleCacheNode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := in.LoadRoleTLS(pki.RoleGateway)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return serveTLS(b, 3*time.Second, node.Server(pki.RoleGateway), gw.Client(pki.RoleCacheNode), f)
 }
 
-func BenchmarkClientGet(b *testing.B) {
-	c := benchClient(b)
+func BenchmarkClientGet(b *testing.B) { benchGet(b, false) }
+
+// BenchmarkClientGetTLS is BenchmarkClientGet over mutual TLS.
+func BenchmarkClientGetTLS(b *testing.B) { benchGet(b, true) }
+
+func benchGet(b *testing.B, secure bool) {
+	c := benchClientTLS(b, secure)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -55,8 +80,10 @@ func BenchmarkClientGetProtobufNotOlderThan(b *testing.B) {
 	}
 }
 
-func benchList(b *testing.B, label string) {
-	c := benchClient(b)
+func benchList(b *testing.B, label string) { benchListTLS(b, label, false) }
+
+func benchListTLS(b *testing.B, label string, secure bool) {
+	c := benchClientTLS(b, secure)
 	ctx := context.Background()
 	b.ReportAllocs()
 	var bytes int64
@@ -82,6 +109,9 @@ func benchList(b *testing.B, label string) {
 
 // BenchmarkClientList lists 10k pods in pages of 500 (20 requests per op).
 func BenchmarkClientList(b *testing.B) { benchList(b, "") }
+
+// BenchmarkClientListTLS is BenchmarkClientList over mutual TLS.
+func BenchmarkClientListTLS(b *testing.B) { benchListTLS(b, "", true) }
 
 // BenchmarkClientListLabel lists the 1k pods with app=db in pages of 500.
 func BenchmarkClientListLabel(b *testing.B) { benchList(b, "app=db") }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -109,18 +110,25 @@ func (f *fakeRange) Since(rev int64, dst []*window.Item, maxBytes int64) ([]*win
 // serve runs a read API over ranges and returns a client of it.
 func serve(t testing.TB, wait time.Duration, rs ...readapi.Range) *client.Client {
 	t.Helper()
+	return serveTLS(t, wait, nil, nil, rs...)
+}
+
+// serveTLS is serve with the read API on srvTLS and the client on cliTLS
+// (nil: plain HTTP).
+func serveTLS(t testing.TB, wait time.Duration, srvTLS, cliTLS *tls.Config, rs ...readapi.Range) *client.Client {
+	t.Helper()
 	m := readapi.Map{}
 	for _, r := range rs {
 		m[r.Range().ID] = r
 	}
-	srv, err := readapi.New(readapi.Config{Listen: "127.0.0.1:0", Ranges: m, WaitTimeout: wait})
+	srv, err := readapi.New(readapi.Config{Listen: "127.0.0.1:0", Ranges: m, WaitTimeout: wait, TLS: srvTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- srv.Run(ctx) }()
-	c, err := client.New(client.Config{Addr: srv.Addr(), Timeout: 5 * time.Second})
+	c, err := client.New(client.Config{Addr: srv.Addr(), Timeout: 5 * time.Second, TLS: cliTLS})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	ReadAddr string
 	// Timing; zero fields take LAN() values.
 	Timing Timing
+	// Keys encrypt and authenticate gossip (AES-GCM): the first encrypts,
+	// every one decrypts (see ReadKeyFile for rotation). A member without
+	// a key of the others' keyring cannot join. Empty: plaintext gossip.
+	Keys [][]byte
 	// Logger; nil discards. memberlist's own log lines go here at debug.
 	Logger *slog.Logger
 	// Metrics registers kgate_cluster_members{role}; nil registers none.
@@ -154,6 +158,12 @@ func New(cfg Config) (*Cluster, error) {
 		mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	}
 	cfg.Timing.apply(mc)
+	if len(cfg.Keys) > 0 {
+		if mc.Keyring, err = keyring(cfg.Keys); err != nil {
+			return nil, fmt.Errorf("cannot make cluster member: %w", err)
+		}
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	log := cfg.Logger.With("component", "cluster", "member", cfg.Name)
 	mc.Logger = newMemberlistLogger(log)
 	c := &Cluster{

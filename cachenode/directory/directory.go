@@ -100,18 +100,27 @@ func (d *Directory) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case m := <-msgs:
-			d.receive(m.Data, time.Now())
+			d.receive(m.Subject, m.Data, time.Now())
 		case now := <-sweep.C:
 			d.expire(now)
 		}
 	}
 }
 
-// receive applies one status message.
-func (d *Directory) receive(b []byte, now time.Time) {
+// receive applies one status message heard on subject. A message is
+// ignored, and counted, unless it is well formed and names the node whose
+// subject it came on: NATS permissions let only cache nodes publish
+// there, so a node's status can come from no gateway and no outsider.
+func (d *Directory) receive(subject string, b []byte, now time.Time) {
 	w, err := decodeStatus(b)
 	if err != nil {
+		d.metrics.ignore("malformed")
 		d.log.Debug("ignoring a status message", "err", err, "bytes", len(b))
+		return
+	}
+	if subject != Subject(w.Node) {
+		d.metrics.ignore("subject")
+		d.log.Warn("ignoring a status message sent on another node's subject", "subject", subject, "node", w.Node)
 		return
 	}
 	d.mu.Lock()

@@ -254,20 +254,65 @@ func TestProbeOnStart(t *testing.T) {
 	t.Logf("a directory started late heard a after %v", took)
 }
 
+// TestMalformedIgnored: malformed messages and a status sent on another
+// node's subject (a forgery: permissions keep a node to the subjects of
+// cache nodes, and the subject names the node) are ignored and counted.
 func TestMalformedIgnored(t *testing.T) {
 	e := newEnv(t)
-	d := e.directory(time.Minute, nil)
 	nc := e.conn()
-	for _, m := range []string{`garbage`, `{}`, `{"v":1,"a":"x:1","e":1}`, `{"v":1,"n":"x","e":1}`, `{"v":1,"n":"x","a":"x:1","e":1,"r":"no"}`, `[1,2]`} {
+	// The directory probes once it is subscribed: publish after that.
+	probed, err := nc.SubscribeSync(ProbeSubject)
+	if err == nil {
+		err = nc.Flush()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	d := e.directory(time.Minute, reg)
+	if _, err := probed.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the directory did not probe: %v", err)
+	}
+	malformed := []string{`garbage`, `{}`, `{"v":1,"a":"x:1","e":1}`, `{"v":1,"n":"x","e":1}`, `{"v":1,"n":"x","a":"x:1","e":1,"r":"no"}`, `[1,2]`}
+	for _, m := range malformed {
 		if err := nc.Publish(Subject("x"), []byte(m)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	forged, _ := encodeStatus("evil", "evil:1", 1, false, []RangeStatus{{ID: "pods", Ready: true}})
+	if err := nc.Publish(Subject("good"), forged); err != nil {
+		t.Fatal(err)
 	}
 	b, _ := encodeStatus("good", "good:1", 1, false, []RangeStatus{{ID: "pods", Ready: true}})
 	if err := nc.Publish(Subject("good"), b); err != nil {
 		t.Fatal(err)
 	}
 	storagetest.Eventually(t, 2*time.Second, "the directory's nodes", nodesAre(d, "good"))
+	if got := counter(t, reg, "kgate_directory_ignored_messages_total", "malformed"); got != float64(len(malformed)) {
+		t.Errorf("ignored malformed = %v, want %d", got, len(malformed))
+	}
+	if got := counter(t, reg, "kgate_directory_ignored_messages_total", "subject"); got != 1 {
+		t.Errorf("ignored forged = %v, want 1", got)
+	}
+}
+
+// counter reads a counter with label reason from reg.
+func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == name && l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // gauge reads a gauge (with label range, when not "") from reg.

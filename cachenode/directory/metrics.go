@@ -6,10 +6,13 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 //	kgate_directory_nodes: cache nodes heard from and not expired
 //	kgate_directory_range_replicas{range}: ready replicas of each range
+//	kgate_directory_ignored_messages_total{reason}: status messages
+//	  ignored, "malformed" or sent on a "subject" not the node's own
 type metrics struct {
-	nodes    prometheus.Gauge     // nil: not registered
-	replicas *prometheus.GaugeVec // nil: not registered
-	ranges   map[string]bool      // label values set on replicas
+	ignored  *prometheus.CounterVec // nil: not registered
+	nodes    prometheus.Gauge       // nil: not registered
+	replicas *prometheus.GaugeVec   // nil: not registered
+	ranges   map[string]bool        // label values set on replicas
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -23,9 +26,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		replicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kgate_directory_range_replicas", Help: "Ready replicas of each range.",
 		}, []string{"range"}),
+		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kgate_directory_ignored_messages_total", Help: "Status messages ignored: malformed, or sent on another node's subject.",
+		}, []string{"reason"}),
 		ranges: map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.replicas} {
+	for _, c := range []prometheus.Collector{m.nodes, m.replicas, m.ignored} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -46,5 +52,12 @@ func (m *metrics) set(nodes int, ready map[string][]Replica) {
 	}
 	for id := range m.ranges {
 		m.replicas.WithLabelValues(id).Set(float64(len(ready[id])))
+	}
+}
+
+// ignore counts a status message ignored for reason.
+func (m *metrics) ignore(reason string) {
+	if m.ignored != nil {
+		m.ignored.WithLabelValues(reason).Inc()
 	}
 }

@@ -65,20 +65,20 @@ func TestReceiveEpochsAndExpiry(t *testing.T) {
 		return b
 	}
 	now := time.Unix(1000, 0)
-	d.receive(msg(2, false, 10), now)
+	d.receive(Subject("a"), msg(2, false, 10), now)
 	if r := d.Ready("pods"); len(r) != 1 || r[0].Seen != 10 {
 		t.Fatalf("Ready = %+v", r)
 	}
 	<-d.Changes()
-	d.receive(msg(2, false, 11), now)
+	d.receive(Subject("a"), msg(2, false, 11), now)
 	if r := d.Ready("pods"); r[0].Seen != 11 {
 		t.Errorf("progress not applied: %+v", r)
 	}
 	if len(d.Changes()) != 0 {
 		t.Error("progress alone notified a change")
 	}
-	d.receive(msg(1, false, 99), now) // a previous life of the node
-	d.receive(msg(1, true, 0), now)
+	d.receive(Subject("a"), msg(1, false, 99), now) // a previous life of the node
+	d.receive(Subject("a"), msg(1, true, 0), now)
 	if r := d.Ready("pods"); len(r) != 1 || r[0].Seen != 11 {
 		t.Errorf("stale epoch applied: %+v", r)
 	}
@@ -91,8 +91,8 @@ func TestReceiveEpochsAndExpiry(t *testing.T) {
 		t.Error("not expired after Expire")
 	}
 	// A restart (larger epoch) replaces the node.
-	d.receive(msg(2, false, 11), now)
-	d.receive(msg(3, false, 5), now)
+	d.receive(Subject("a"), msg(2, false, 11), now)
+	d.receive(Subject("a"), msg(3, false, 5), now)
 	if n := d.Nodes(); len(n) != 1 || n[0].Epoch != 3 {
 		t.Errorf("Nodes = %+v", n)
 	}

@@ -102,8 +102,11 @@ func RangeSubjects(rangeID string) string {
 // ProgressSubject carries Progress events of a range: the range is idle up
 // to the revision given.
 func ProgressSubject(rangeID string) string {
-	return "kgate.progress." + rangeID
+	return ProgressSubjectPrefix + "." + rangeID
 }
+
+// ProgressSubjectPrefix starts every progress subject.
+const ProgressSubjectPrefix = "kgate.progress"
 
 // NamespaceOf returns the namespace token of a subject made by Subject.
 func NamespaceOf(subject string) string {

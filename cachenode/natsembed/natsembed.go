@@ -1,9 +1,12 @@
 // Package natsembed runs a NATS server inside the process, for `kgate dev`
 // and tests: one server, no cluster, no JetStream, max_payload raised so
-// that an event carrying two large objects fits in one message.
+// that an event carrying two large objects fits in one message. With Users
+// it admits only them, each to the subjects of its role (natsauth); with
+// TLS clients must speak TLS.
 package natsembed
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // DefaultMaxPayload is 8 MiB: a 1.5 MiB object and its previous version,
@@ -27,14 +31,29 @@ type Config struct {
 	// MaxPayload is the largest message accepted; default
 	// DefaultMaxPayload.
 	MaxPayload int32
+	// TLS, when set, requires TLS of every client (a server
+	// certificate; client certificates are not asked for).
+	TLS *tls.Config
+	// Users, when set, are the only ones admitted (no anonymous
+	// clients), each allowed only its subjects.
+	Users []User
 	// Logger receives the server's notices, warnings and errors; nil
 	// discards them.
 	Logger *slog.Logger
 }
 
+// User is an account of the server.
+type User struct {
+	Name, Password string
+	// Publish and Subscribe are the subjects the user may use (NATS
+	// wildcards); natsauth.For gives those of each role.
+	Publish, Subscribe []string
+}
+
 // Server is a running NATS server.
 type Server struct {
 	srv *server.Server
+	tls bool
 }
 
 // Start starts a server and waits until it accepts connections.
@@ -61,6 +80,31 @@ func Start(cfg Config) (*Server, error) {
 		NoLog:      cfg.Logger == nil,
 		HTTPPort:   0,
 	}
+	if cfg.TLS != nil {
+		// Generous: a loaded test machine handshakes slowly.
+		opts.TLS, opts.TLSConfig, opts.TLSTimeout = true, cfg.TLS, 10
+	}
+	if cfg.TLS != nil || len(cfg.Users) > 0 {
+		opts.AuthTimeout = 10
+	}
+	for _, u := range cfg.Users {
+		if u.Name == "" || u.Password == "" {
+			return nil, fmt.Errorf("cannot start NATS: user %q without a name or password", u.Name)
+		}
+		// The server keeps a bcrypt hash, not the password (it warns
+		// otherwise); the cost only slows connecting, never the messages.
+		hash, err := bcrypt.GenerateFromPassword([]byte(u.Password), bcrypt.MinCost)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start NATS: cannot hash the password of %q: %w", u.Name, err)
+		}
+		opts.Users = append(opts.Users, &server.User{
+			Username: u.Name, Password: string(hash),
+			Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: u.Publish},
+				Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+			},
+		})
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start NATS: %w", err)
@@ -74,16 +118,21 @@ func Start(cfg Config) (*Server, error) {
 		srv.WaitForShutdown()
 		return nil, errors.New("cannot start NATS: not ready after 10s")
 	}
-	return &Server{srv: srv}, nil
+	return &Server{srv: srv, tls: cfg.TLS != nil}, nil
 }
 
-// ClientURL is the nats:// URL clients connect to.
+// ClientURL is the URL clients connect to: nats://, or tls:// when the
+// server requires TLS.
 func (s *Server) ClientURL() string {
 	addr, ok := s.srv.Addr().(*net.TCPAddr)
 	if !ok {
 		return s.srv.ClientURL()
 	}
-	return "nats://" + net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
+	scheme := "nats://"
+	if s.tls {
+		scheme = "tls://"
+	}
+	return scheme + net.JoinHostPort(addr.IP.String(), strconv.Itoa(addr.Port))
 }
 
 // Close stops the server and waits until it is down.

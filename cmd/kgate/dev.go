@@ -22,6 +22,7 @@ func runDev(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range")
 	splits := fs.String("range-splits", "", `split ranges, e.g. "pods=g,n,t;events=g,n,t" (default: none for one cache node, pods, events, leases and endpointslices in four for more)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	insecureInternal := fs.Bool("insecure-internal", false, "run etcd, NATS, the cache nodes' read API and gossip in plaintext without credentials (default: mutual TLS, NATS credentials and an encrypted gossip, from certificates kept in <data-dir>/internal)")
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
@@ -45,7 +46,7 @@ func runDev(ctx context.Context, args []string) error {
 	dcfg := devcluster.Config{
 		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
-		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window,
+		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window, InsecureInternal: *insecureInternal,
 	}
 	dcfg.EtcdCompactionInterval, dcfg.EventTTL = *uf.compaction, *uf.eventTTL
 	af.dev(&dcfg)

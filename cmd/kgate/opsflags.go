@@ -25,7 +25,7 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	fs.IntVar(&a.LogMaxSizeMB, "audit-log-maxsize", 100, "megabytes of audit log before it is rotated")
 	fs.IntVar(&a.LogMaxBackups, "audit-log-maxbackup", 0, "rotated audit logs to keep (0: all)")
 	fs.IntVar(&a.LogMaxAgeDays, "audit-log-maxage", 0, "days to keep rotated audit logs (0: forever)")
-	fs.StringVar(&a.NATSSubject, "audit-nats-subject", "", "also publish audit events on this NATS subject")
+	fs.StringVar(&a.NATSSubject, "audit-nats-subject", "", "also publish audit events on this NATS subject (kgate.audit or below it, unless --insecure-internal)")
 	fs.IntVar(&a.Buffer, "audit-buffer-size", 10000, "audit events waiting for the sinks before new ones are dropped (kgate_gateway_audit_dropped_total)")
 	fs.IntVar(&l.MaxRequestsInflight, "max-requests-inflight", 400, "non-mutating requests in flight per priority level (system, workload); 0: unlimited; watches are not counted")
 	fs.IntVar(&l.MaxMutatingRequestsInflight, "max-mutating-requests-inflight", 200, "mutating requests in flight per priority level; 0: unlimited")

@@ -20,6 +20,8 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/health"
+	"github.com/kgate/kgate/cachenode/natsauth"
+	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage/backend"
@@ -37,6 +39,7 @@ type backendFlags struct {
 	gossipBind  *string
 	advertise   *string
 	join        *string
+	internal    internalFlags
 }
 
 func addBackendFlags(fs *flag.FlagSet) backendFlags {
@@ -50,11 +53,12 @@ func addBackendFlags(fs *flag.FlagSet) backendFlags {
 		gossipBind: fs.String("cluster-bind-address", "0.0.0.0:7946", "gossip address (UDP and TCP) of the membership"),
 		advertise:  fs.String("cluster-advertise-address", "", "address other members reach this one at (default: derived)"),
 		join:       fs.String("join", "", "members to join, comma-separated host:port (or a headless Service name)"),
+		internal:   addInternalFlags(fs),
 	}
 }
 
-func (f backendFlags) membership() role.Membership {
-	m := role.Membership{Name: *f.nodeName, Bind: *f.gossipBind, Advertise: *f.advertise}
+func (f backendFlags) membership(p *internalPlane) role.Membership {
+	m := role.Membership{Name: *f.nodeName, Bind: *f.gossipBind, Advertise: *f.advertise, Keys: p.gossipKeys}
 	if *f.join != "" {
 		m.Join = strings.Split(*f.join, ",")
 	}
@@ -68,11 +72,13 @@ type backends struct {
 	nats    *nats.Conn
 	storage *backend.Backend
 	prom    *prometheus.Registry
+	plane   *internalPlane
 }
 
 // connect connects to etcd and NATS and opens the storage stack, in that
-// order; close undoes it in reverse.
-func (f backendFlags) connect(name, serviceCIDR string, tune ...func(*backend.Config)) (_ *backends, err error) {
+// order, as role (pki.RoleGateway or pki.RoleCacheNode) on the internal
+// plane; close undoes it in reverse.
+func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*backend.Config)) (_ *backends, err error) {
 	log, err := newLogger(*f.logLevel)
 	if err != nil {
 		return nil, err
@@ -81,7 +87,11 @@ func (f backendFlags) connect(name, serviceCIDR string, tune ...func(*backend.Co
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse --range-splits: %w", err)
 	}
-	b := &backends{log: log, prom: prometheus.NewRegistry()}
+	plane, err := f.internal.resolve(role, log)
+	if err != nil {
+		return nil, err
+	}
+	b := &backends{log: log, prom: prometheus.NewRegistry(), plane: plane}
 	b.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer func() {
 		if err != nil {
@@ -90,13 +100,13 @@ func (f backendFlags) connect(name, serviceCIDR string, tune ...func(*backend.Co
 	}()
 	t0 := time.Now()
 	if b.etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: plane.etcdTLS,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
 	}
 	log.Info("etcd client ready", "took", time.Since(t0))
 	t0 = time.Now()
-	if b.nats, err = nats.Connect(*f.natsURL, nats.Name(name), nats.MaxReconnects(-1)); err != nil {
+	if b.nats, err = nats.Connect(*f.natsURL, append(plane.natsOpts, nats.Name(name), nats.MaxReconnects(-1))...); err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 	log.Info("NATS connected", "took", time.Since(t0))
@@ -152,7 +162,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot load serving certificate: %w", err)
 	}
-	b, err := bf.connect("kgate-gateway", *serviceCIDR, uf.backend)
+	b, err := bf.connect("kgate-gateway", pki.RoleGateway, *serviceCIDR, uf.backend)
 	if err != nil {
 		return err
 	}
@@ -164,12 +174,15 @@ func runGateway(ctx context.Context, args []string) error {
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
 		Auth:  gateway.AuthConfig{ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous},
-		Build: version, ConsistentReadFallback: *fallback,
+		Build: version, ConsistentReadFallback: *fallback, CacheNodeTLS: b.plane.readClient(),
 	}
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)
 	of.gateway(&cfg, *certFile, *keyFile)
 	kf.gateway(&cfg)
+	if s := cfg.Audit.NATSSubject; s != "" && b.plane.role != nil && !natsauth.AuditAllowed(s) {
+		return fmt.Errorf("--audit-nats-subject %q: gateways may publish audit events only on %s and below it", s, natsauth.AuditSubject)
+	}
 	if *cacheAddrs != "" {
 		cfg.CacheNodes = strings.Split(*cacheAddrs, ",")
 		gw, err := gateway.New(cfg, deps)
@@ -178,7 +191,7 @@ func runGateway(ctx context.Context, args []string) error {
 		}
 		return gw.Run(ctx)
 	}
-	gw, err := role.NewGateway(role.GatewayConfig{Gateway: cfg, Deps: deps, Membership: bf.membership(), Logger: b.log, Metrics: b.prom})
+	gw, err := role.NewGateway(role.GatewayConfig{Gateway: cfg, Deps: deps, Membership: bf.membership(b.plane), Logger: b.log, Metrics: b.prom})
 	if err != nil {
 		return err
 	}
@@ -195,7 +208,7 @@ func runCachenode(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b, err := bf.connect("kgate-cachenode", "")
+	b, err := bf.connect("kgate-cachenode", pki.RoleCacheNode, "")
 	if err != nil {
 		return err
 	}
@@ -203,10 +216,10 @@ func runCachenode(ctx context.Context, args []string) error {
 	c, err := role.NewCacheNode(role.CacheNodeConfig{
 		Node: cachenode.Config{
 			Etcd: b.etcd, NATS: b.nats, Registry: b.storage.Registry, Codec: b.storage.Codec, Ranges: b.storage.Ranges,
-			Listen: *listen, Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
+			Listen: *listen, TLS: b.plane.readServer(), Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
 			Window: *window,
 		},
-		Membership: bf.membership(), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
+		Membership: bf.membership(b.plane), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,11 @@
 // admin kubeconfig — for `kgate dev`, for a laptop and for tests. Each part
 // is the same component production runs, wired over the same interfaces
 // (the gateway reads the cache node over its HTTP read API and NATS).
+//
+// The internal plane is closed as in production unless InsecureInternal:
+// etcd requires client certificates, NATS requires TLS and each role's
+// credentials (and allows each role only its subjects), the read API
+// requires a gateway or cache-node certificate, and gossip is encrypted.
 package devcluster
 
 import (
@@ -85,6 +90,13 @@ type Config struct {
 	EventTTL time.Duration
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
+	// InsecureInternal runs the internal plane in plaintext without
+	// credentials (logged as a warning).
+	InsecureInternal bool
+	// InternalDir holds the internal plane's certificates, credentials
+	// and gossip key (pki.EnsureInternal); default DataDir/internal.
+	// Tests share one across clusters to make them once.
+	InternalDir string
 	// Logger is required.
 	Logger *slog.Logger
 
@@ -124,8 +136,11 @@ type Config struct {
 
 // Cluster is a running all-in-one kgate.
 type Cluster struct {
-	cfg        Config
-	Bundle     *pki.Bundle
+	cfg    Config
+	Bundle *pki.Bundle
+	// Internal is the internal plane's files; nil when InsecureInternal.
+	Internal   *pki.Internal
+	internal   internalPlane
 	Registry   *prometheus.Registry // every component's metrics, labelled by component
 	etcd       *embedded.Server
 	etcdClient *clientv3.Client
@@ -179,18 +194,25 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	c.cancel = cancel
 	log := cfg.Logger
 	t0 := time.Now()
+	if err := c.startInternal(); err != nil {
+		return err
+	}
 	if c.etcd, err = embedded.Start(ctx, embedded.Config{
 		Dir: filepath.Join(cfg.DataDir, "etcd"), ClientAddr: cfg.EtcdClientAddr, PeerAddr: "127.0.0.1:0",
-		UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"),
+		UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"), ClientTLS: c.internal.etcdServer,
 	}); err != nil {
 		return err
 	}
 	log.Info("etcd started", "endpoints", c.etcd.Endpoints(), "took", time.Since(t0))
-	if c.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+	if c.etcdClient, err = clientv3.New(clientv3.Config{
+		Endpoints: c.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: c.internal.etcdClient,
+	}); err != nil {
 		return fmt.Errorf("cannot connect to etcd: %w", err)
 	}
 	t0 = time.Now()
-	if c.nats, err = natsembed.Start(natsembed.Config{Logger: log.With("component", "nats")}); err != nil {
+	if c.nats, err = natsembed.Start(natsembed.Config{
+		Logger: log.With("component", "nats"), TLS: c.internal.natsServer, Users: c.internal.natsUsers,
+	}); err != nil {
 		return err
 	}
 	log.Info("nats started", "url", c.nats.ClientURL(), "took", time.Since(t0))
@@ -212,7 +234,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	var seeds []string
 	t0 = time.Now()
 	for i := range cfg.CacheNodes {
-		nc, err := c.connect(fmt.Sprintf("kgate-cachenode-%d", i))
+		nc, err := c.connect(fmt.Sprintf("kgate-cachenode-%d", i), pki.RoleCacheNode)
 		if err != nil {
 			return err
 		}
@@ -220,11 +242,11 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		node, err := role.NewCacheNode(role.CacheNodeConfig{
 			Node: cachenode.Config{
 				Etcd: c.etcdClient, NATS: nc, Registry: b.Registry, Codec: b.Codec, Ranges: b.Ranges, Listen: "127.0.0.1:0",
-				Window:  cfg.Window,
+				Window: cfg.Window, TLS: c.internal.readServer,
 				Logger:  log.With("component", "cachenode", "node", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"cachenode": name}, c.Registry),
 			},
-			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
+			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast, Keys: c.internal.gossipKeys},
 			Replicas:   cfg.Replicas,
 			Logger:     log.With("node", name),
 			Metrics:    prometheus.WrapRegistererWith(prometheus.Labels{"member": name}, c.Registry),
@@ -272,14 +294,14 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	}
 	t0 = time.Now()
 	for i := range cfg.Gateways {
-		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i))
+		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i), pki.RoleGateway)
 		if err != nil {
 			return err
 		}
 		name := fmt.Sprintf("gateway-%d", i)
 		gw, err := role.NewGateway(role.GatewayConfig{
 			Gateway: gateway.Config{
-				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg,
+				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg, CacheNodeTLS: c.internal.readClient,
 				Replicas: cfg.Replicas, Build: cfg.Build, BookmarkInterval: cfg.BookmarkInterval, MinWatchTimeout: cfg.MinWatchTimeout,
 				Auth: gateway.AuthConfig{
 					ClientCAFile: c.Bundle.CAFile, TokenAuthFile: cfg.TokenAuthFile, AnonymousAuth: cfg.AnonymousAuth,
@@ -298,7 +320,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				Backend: b, NATS: nc, Logger: log.With("component", "gateway", "gateway", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"gateway": name}, c.Registry), Gatherer: c.Registry,
 			},
-			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast},
+			Membership: role.Membership{Name: name, Bind: "127.0.0.1:0", Join: seeds, Timing: fast, Keys: c.internal.gossipKeys},
 			Logger:     log.With("gateway", name),
 			Metrics:    prometheus.WrapRegistererWith(prometheus.Labels{"member": name}, c.Registry),
 		})
@@ -324,8 +346,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 }
 
 // connect opens a NATS connection for one role.
-func (c *Cluster) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(c.nats.ClientURL(), nats.Name(name), nats.MaxReconnects(-1))
+func (c *Cluster) connect(name, role string) (*nats.Conn, error) {
+	nc, err := nats.Connect(c.nats.ClientURL(), append(c.internal.natsOptions(role), nats.Name(name), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}

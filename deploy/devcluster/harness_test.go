@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/deploy/pki"
 )
 
 // The integration tests share one cluster (started on first use, closed by
@@ -40,9 +41,30 @@ var shared struct {
 	err  error
 }
 
+// internal holds the internal plane's certificates, made once per test
+// process and shared by the clusters startDev starts.
+var internal struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func sharedInternalDir() (string, error) {
+	internal.once.Do(func() {
+		if internal.dir, internal.err = os.MkdirTemp("", "kgate-internal-"); internal.err != nil {
+			return
+		}
+		_, internal.err = pki.EnsureInternal(pki.InternalConfig{Dir: internal.dir})
+	})
+	return internal.dir, internal.err
+}
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
+	if internal.dir != "" {
+		os.RemoveAll(internal.dir)
+	}
 	if shared.c != nil {
 		if err := shared.c.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "cannot close the shared cluster:", err)
@@ -100,6 +122,12 @@ func startCluster(dir string) (*devcluster.Cluster, error) {
 // directory of its own (the first one's certificates and kubeconfig name
 // the old address).
 func startDev(ctx context.Context, cfg devcluster.Config) (*devcluster.Cluster, error) {
+	if cfg.InternalDir == "" && !cfg.InsecureInternal {
+		var err error
+		if cfg.InternalDir, err = sharedInternalDir(); err != nil {
+			return nil, err
+		}
+	}
 	dir := cfg.DataDir
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {

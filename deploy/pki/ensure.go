@@ -113,9 +113,17 @@ func (b *Bundle) writePair(kp *keyPair, certFile, keyFile string) error {
 	return b.write(certFile, kp.certPEM, certFileMode)
 }
 
-// write replaces name atomically (temporary file, fsync, rename) and
-// records it in b.Written.
+// write replaces name atomically and records it in b.Written.
 func (b *Bundle) write(name string, data []byte, mode fs.FileMode) error {
+	if err := writeAtomic(name, data, mode); err != nil {
+		return err
+	}
+	b.Written = append(b.Written, name)
+	return nil
+}
+
+// writeAtomic replaces name atomically (temporary file, fsync, rename).
+func writeAtomic(name string, data []byte, mode fs.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("cannot create %s: %w", name, err)
@@ -138,7 +146,6 @@ func (b *Bundle) write(name string, data []byte, mode fs.FileMode) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("cannot write %s: %w", name, err)
 	}
-	b.Written = append(b.Written, name)
 	return nil
 }
 

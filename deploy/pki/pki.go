@@ -86,13 +86,8 @@ func (cfg *Config) validate() error {
 	if len(cfg.Hosts) == 0 {
 		cfg.Hosts = defaultHosts()
 	}
-	for _, h := range cfg.Hosts {
-		if net.ParseIP(h) != nil {
-			continue
-		}
-		if len(validation.IsDNS1123Subdomain(h)) > 0 && len(validation.IsWildcardDNS1123Subdomain(h)) > 0 {
-			return fmt.Errorf("%w: host %q is neither an IP address nor a DNS name", ErrInvalidConfig, h)
-		}
+	if err := validateHosts(cfg.Hosts); err != nil {
+		return err
 	}
 	if cfg.ServerURL == "" {
 		return fmt.Errorf("%w: ServerURL is required", ErrInvalidConfig)
@@ -109,6 +104,19 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// validateHosts fails unless each host is an IP address or a DNS name.
+func validateHosts(hosts []string) error {
+	for _, h := range hosts {
+		if net.ParseIP(h) != nil {
+			continue
+		}
+		if len(validation.IsDNS1123Subdomain(h)) > 0 && len(validation.IsWildcardDNS1123Subdomain(h)) > 0 {
+			return fmt.Errorf("%w: host %q is neither an IP address nor a DNS name", ErrInvalidConfig, h)
+		}
 	}
 	return nil
 }

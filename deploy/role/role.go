@@ -38,6 +38,9 @@ type Membership struct {
 	Join []string
 	// Timing of failure detection; zero fields take LAN values.
 	Timing cluster.Timing
+	// Keys encrypt gossip, the first the primary (cluster.Config.Keys);
+	// empty: plaintext.
+	Keys [][]byte
 }
 
 // CacheNodeConfig configures a cache node role.
@@ -73,7 +76,7 @@ func NewCacheNode(cfg CacheNodeConfig) (*CacheNode, error) {
 	if c.Members, err = cluster.New(cluster.Config{
 		Name: cfg.Membership.Name, Role: cluster.RoleCacheNode, BindAddr: cfg.Membership.Bind,
 		AdvertiseAddr: cfg.Membership.Advertise, Join: cfg.Membership.Join, ReadAddr: c.Node.Addr(),
-		Timing: cfg.Membership.Timing, Logger: cfg.Logger.With("component", "cluster"), Metrics: cfg.Metrics,
+		Timing: cfg.Membership.Timing, Keys: cfg.Membership.Keys, Logger: cfg.Logger.With("component", "cluster"), Metrics: cfg.Metrics,
 	}); err != nil {
 		c.Node.Close()
 		return nil, err
@@ -161,7 +164,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	if g.Members, err = cluster.New(cluster.Config{
 		Name: cfg.Membership.Name, Role: cluster.RoleGateway, BindAddr: cfg.Membership.Bind,
 		AdvertiseAddr: cfg.Membership.Advertise, Join: cfg.Membership.Join,
-		Timing: cfg.Membership.Timing, Logger: cfg.Logger.With("component", "cluster"), Metrics: cfg.Metrics,
+		Timing: cfg.Membership.Timing, Keys: cfg.Membership.Keys, Logger: cfg.Logger.With("component", "cluster"), Metrics: cfg.Metrics,
 	}); err != nil {
 		return nil, err
 	}

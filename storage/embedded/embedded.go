@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap/zapcore"
 )
@@ -60,6 +61,16 @@ type Config struct {
 	SnapshotCount uint64
 	// Logger receives etcd's warnings and errors. Default: discard.
 	Logger *slog.Logger
+	// ClientTLS, when set, serves clients over TLS (https:// endpoints);
+	// with its TrustedCAFile clients must present a certificate it
+	// verifies, as etcd's --client-cert-auth.
+	ClientTLS *ClientTLS
+}
+
+// ClientTLS is the client side's TLS: the server's certificate and key and
+// the CA of the client certificates (empty: none asked for).
+type ClientTLS struct {
+	CertFile, KeyFile, TrustedCAFile string
 }
 
 // DefaultSnapshotCount is Config.SnapshotCount's default.
@@ -146,10 +157,16 @@ func startOnce(cfg Config, closing *atomic.Bool) (e *embed.Etcd, picked bool, er
 		return nil, false, err
 	}
 	picked = pc || pp
+	ec := embed.NewConfig()
 	clientURL := url.URL{Scheme: "http", Host: clientAddr}
+	if t := cfg.ClientTLS; t != nil {
+		clientURL.Scheme = "https"
+		ec.ClientTLSInfo = transport.TLSInfo{
+			CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: t.TrustedCAFile != "",
+		}
+	}
 	peerURL := url.URL{Scheme: "http", Host: peerAddr}
 
-	ec := embed.NewConfig()
 	ec.Name = "kgate"
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{clientURL}
@@ -205,8 +222,12 @@ func wait(ctx context.Context, e *embed.Etcd, logger *slog.Logger, closing *atom
 		return nil, fmt.Errorf("cannot start embedded etcd: %w", ctx.Err())
 	}
 	s := &Server{etcd: e, logger: logger, closing: closing, drained: make(chan struct{})}
+	scheme := "http://"
+	if !e.Config().ClientTLSInfo.Empty() {
+		scheme = "https://"
+	}
 	for _, l := range e.Clients {
-		s.endpoints = append(s.endpoints, "http://"+l.Addr().String())
+		s.endpoints = append(s.endpoints, scheme+l.Addr().String())
 	}
 	go s.drainErrors()
 	logger.Info("embedded etcd started", "endpoints", s.endpoints, "dir", e.Config().Dir)

@@ -1,11 +1,13 @@
 // Package readapi is a cache node's internal HTTP API: get one object,
 // list with selectors and pages, read the events after a revision, and
 // readiness. It speaks the private protocol of package wire over plain
-// HTTP on an internal address; cachenode/client is its only client.
+// HTTP on an internal address, over mutual TLS when configured;
+// cachenode/client is its only client.
 package readapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +69,10 @@ type Config struct {
 	// MaxEventBytes bounds an events answer (the client asks again from
 	// where it stopped). Default 16 MiB.
 	MaxEventBytes int64
+	// TLS, when set, serves over TLS with it: the internal plane's
+	// configuration requires and checks client certificates. Nil serves
+	// plain HTTP.
+	TLS *tls.Config
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Metrics; nil records nothing.
@@ -112,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, ln: ln}
 	s.base, s.cancel = context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kgate/kgate/cachenode/natsauth"
 	"github.com/kgate/kgate/cachenode/natsembed"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/storage/embedded"
@@ -102,13 +103,34 @@ func TestSeparateRoles(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
+	// The internal plane closed as in production: etcd requires client
+	// certificates, NATS TLS and the roles' credentials and subjects, the
+	// read API mutual TLS, gossip a key.
+	in, err := pki.EnsureInternal(pki.InternalConfig{Dir: filepath.Join(dir, "internal")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	etcd, err := embedded.Start(ctx, embedded.Config{Dir: filepath.Join(dir, "etcd"), ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0",
-		UnsafeNoFsync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		UnsafeNoFsync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ClientTLS: &embedded.ClientTLS{CertFile: in.EtcdServerCertFile, KeyFile: in.EtcdServerKeyFile, TrustedCAFile: in.CAFile}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { etcd.Close() })
-	nats, err := natsembed.Start(natsembed.Config{})
+	natsCert, err := tls.LoadX509KeyPair(in.NATSServerCertFile, in.NATSServerKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []natsembed.User
+	for _, f := range []pki.RoleFiles{in.Gateway, in.CacheNode} {
+		c, err := natsauth.ReadFile(f.NATSCredentialsFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := natsauth.For(c.User) // users are named after their roles
+		users = append(users, natsembed.User{Name: c.User, Password: c.Password, Publish: p.Publish, Subscribe: p.Subscribe})
+	}
+	nats, err := natsembed.Start(natsembed.Config{TLS: &tls.Config{Certificates: []tls.Certificate{natsCert}}, Users: users})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +144,12 @@ func TestSeparateRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := []string{"--etcd-servers", strings.Join(etcd.Endpoints(), ","), "--nats-url", nats.ClientURL()}
+	backend := func(f pki.RoleFiles) []string {
+		return []string{"--etcd-servers", strings.Join(etcd.Endpoints(), ","), "--nats-url", nats.ClientURL(),
+			"--etcd-cafile", in.CAFile, "--etcd-certfile", f.CertFile, "--etcd-keyfile", f.KeyFile,
+			"--internal-ca-file", in.CAFile, "--internal-cert-file", f.CertFile, "--internal-key-file", f.KeyFile,
+			"--nats-credentials-file", f.NATSCredentialsFile, "--cluster-key-file", in.ClusterKeyFile}
+	}
 	// Two cache nodes own every range (R=2); the gateway learns who serves
 	// what from the cluster.
 	var nodes []*role
@@ -133,7 +160,7 @@ func TestSeparateRoles(t *testing.T) {
 		metricsAddr, _ := freeAddr()
 		gossipAddr, _ := freeAddr()
 		args := append([]string{"cachenode", "--node-name", fmt.Sprintf("cn-%d", i), "--listen", readAddr,
-			"--metrics-address", metricsAddr, "--cluster-bind-address", gossipAddr}, backend...)
+			"--metrics-address", metricsAddr, "--cluster-bind-address", gossipAddr}, backend(in.CacheNode)...)
 		if len(gossip) > 0 {
 			args = append(args, "--join", strings.Join(gossip, ","))
 		}
@@ -148,7 +175,7 @@ func TestSeparateRoles(t *testing.T) {
 	gw := startRole(t, "gateway", append([]string{"gateway", "--cluster-bind-address", gwGossip, "--join", strings.Join(gossip, ","),
 		"--bind-address", host, "--secure-port", port,
 		"--tls-cert-file", certs.ServingCertFile, "--tls-private-key-file", certs.ServingKeyFile,
-		"--client-ca-file", certs.CAFile, "--log-level", "debug"}, backend...)...)
+		"--client-ca-file", certs.CAFile, "--log-level", "debug"}, backend(in.Gateway)...)...)
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	waitHTTP(t, insecure, "https://"+gwAddr+"/readyz", gw)
 

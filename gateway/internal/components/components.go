@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
@@ -49,6 +50,9 @@ type Config struct {
 	// CacheNodes are the read API addresses used when Deps.Directory is
 	// nil.
 	CacheNodes []string
+	// CacheNodeTLS, when set, is the client side of the cache nodes'
+	// mutual TLS (the gateway's internal certificate).
+	CacheNodeTLS *tls.Config
 	// KubernetesVersion and Build make /version.
 	KubernetesVersion, Build string
 	// ConsistentReadFallback, MinWatchTimeout, BookmarkInterval: see
@@ -189,7 +193,7 @@ func (s *Set) newReads(cfg Config, d Deps) error {
 	if d.Directory != nil {
 		replicas = directoryReplicas{d.Directory}
 	}
-	if s.Router, err = route.New(route.Config{Replicas: replicas, Metrics: routeMetrics}); err != nil {
+	if s.Router, err = route.New(route.Config{Replicas: replicas, Client: client.Config{TLS: cfg.CacheNodeTLS}, Metrics: routeMetrics}); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	if s.Hub, err = watchhub.New(watchhub.Config{NATS: d.NATS, Source: s.Router, Ranges: d.Backend.Ranges, Logger: d.Logger.With("component", "watchhub"), Metrics: hubMetrics}); err != nil {
