@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -55,6 +56,14 @@ func (g *Gateway) serveHealth(rc *fasthttp.RequestCtx, info *requestinfo.Info, p
 	return g.health(rc, path)
 }
 
+// errShuttingDown fails the shutdown check once the gateway's shutdown
+// has started (its delay included), as kube-apiserver's readyz does.
+var errShuttingDown = errors.New("process is shutting down")
+
+// HealthCheckTimeout bounds the checks of one /livez, /readyz or /healthz
+// request: a probe's timeout must be longer.
+const HealthCheckTimeout = 5 * time.Second
+
 // check is one health check.
 type check struct {
 	name string
@@ -76,7 +85,12 @@ func (g *Gateway) readyChecks() []check {
 			return nil
 		}},
 		{"rbac", g.access.Ready},
-		{"shutdown", func(context.Context) error { return g.base.Err() }},
+		{"shutdown", func(context.Context) error {
+			if g.stopping.Load() {
+				return errShuttingDown
+			}
+			return g.base.Err()
+		}},
 	}
 }
 
@@ -100,7 +114,7 @@ func (g *Gateway) health(rc *fasthttp.RequestCtx, path string) error {
 	for _, ex := range rc.QueryArgs().PeekMulti("exclude") {
 		checks = slices.DeleteFunc(checks, func(c check) bool { return c.name == string(ex) })
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), HealthCheckTimeout)
 	defer cancel()
 	var b strings.Builder
 	failed := false

@@ -134,6 +134,7 @@ func runGateway(ctx context.Context, args []string) error {
 	cacheAddrs := fs.String("cachenode", "", "fixed cache node read API addresses (host:port, comma-separated, best first) instead of learning them from the cluster")
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
+	shutdownDelay := fs.Duration("shutdown-delay-duration", 0, "after SIGTERM, keep serving this long with /readyz failing before the server stops accepting, so load balancers move new connections first")
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -158,7 +159,7 @@ func runGateway(ctx context.Context, args []string) error {
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
 		Auth:  gateway.AuthConfig{ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous},
-		Build: version, ConsistentReadFallback: *fallback,
+		Build: version, ConsistentReadFallback: *fallback, ShutdownDelay: *shutdownDelay,
 	}
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)
