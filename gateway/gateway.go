@@ -437,6 +437,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err := g.server.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cannot shut down: %w", err)
 	}
+	// Shutdown closes only the listeners Serve has registered: a context
+	// ended right after Ready can come before Serve registered its own,
+	// which would then accept forever.
+	ln.Close()
 	<-errc
 	g.log.Debug("gateway stopped", "step", "server", "took", time.Since(t0))
 	return nil
