@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,9 @@ import (
 
 // DefaultMaxRequestBodyBytes is kube-apiserver's limit on request bodies.
 const DefaultMaxRequestBodyBytes = 3 << 20
+
+// DefaultShutdownGrace is Config.ShutdownGrace's default.
+const DefaultShutdownGrace = 10 * time.Second
 
 // DefaultKubernetesVersion is the Kubernetes API version kgate serves.
 const DefaultKubernetesVersion = "v1.37.2"
@@ -98,8 +102,14 @@ type Config struct {
 	MinWatchTimeout  time.Duration
 	BookmarkInterval time.Duration
 	// ShutdownGrace bounds how long Run waits for requests in flight after
-	// its context ends. Default 10s.
+	// its context ends. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// ShutdownDelay is how long Run keeps serving after its context ends,
+	// with /readyz failing (its shutdown check) and /livez passing, so that
+	// load balancers and Endpoints stop sending new connections before the
+	// server stops accepting (kube-apiserver's --shutdown-delay-duration).
+	// Zero: no delay.
+	ShutdownDelay time.Duration
 	// QuotaRecountInterval, when positive, recounts every ResourceQuota's
 	// status.used from the objects this often (kube-controller-manager's
 	// resourcequota resync). Zero: off.
@@ -148,6 +158,8 @@ func validate(c *Config, d *Deps) error {
 		return errors.New("cannot make gateway: the backend, NATS and cache nodes (or a directory) are required")
 	case d.Logger == nil || d.Metrics == nil || d.Gatherer == nil:
 		return errors.New("cannot make gateway: Logger, Metrics and Gatherer are required")
+	case c.ShutdownDelay < 0:
+		return errors.New("cannot make gateway: ShutdownDelay must not be negative")
 	}
 	for _, p := range c.TLS.NextProtos {
 		if p == "h2" {
@@ -164,7 +176,7 @@ func validate(c *Config, d *Deps) error {
 		c.MaxRequestBodyBytes = DefaultMaxRequestBodyBytes
 	}
 	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 10 * time.Second
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
 	return nil
 }
@@ -186,6 +198,9 @@ type Gateway struct {
 	rest    resources
 	connect connects
 	checks  []check // /readyz, /healthz (health.go)
+	// stopping is set when Run's context ends: /readyz fails from then on,
+	// through the shutdown delay and the drain.
+	stopping atomic.Bool
 
 	codec   *negotiate.Codec    // writes errors (errors.go)
 	metrics *reqmetrics.Metrics // counts every request
@@ -255,9 +270,10 @@ func (g *Gateway) Serving(ctx context.Context) error {
 // Ready is closed once the gateway accepts connections.
 func (g *Gateway) Ready() <-chan struct{} { return g.ready }
 
-// Run serves until ctx ends, then stops accepting, ends watches (with a
-// final bookmark for those that asked for bookmarks) and waits for
-// requests in flight, at most ShutdownGrace. A gateway runs once: when
+// Run serves until ctx ends, then reports not ready and keeps serving for
+// ShutdownDelay, then stops accepting, ends watches (with a final bookmark
+// for those that asked for bookmarks) and waits for requests in flight, at
+// most ShutdownGrace. A gateway runs once: when
 // Run returns, for whatever reason, everything New built is closed.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.Close()
@@ -282,6 +298,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return fmt.Errorf("cannot serve: %w", err)
 	case <-ctx.Done():
 	}
+	g.stopping.Store(true)
+	if g.cfg.ShutdownDelay > 0 {
+		g.log.Info("gateway shutting down: not ready, still serving", "delay", g.cfg.ShutdownDelay)
+		delay := time.NewTimer(g.cfg.ShutdownDelay)
+		select {
+		case <-delay.C:
+		case err := <-errc:
+			delay.Stop()
+			return fmt.Errorf("cannot serve: %w", err)
+		}
+	}
 	g.c.Stop()
 	t0 := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
@@ -289,6 +316,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err := g.server.ShutdownWithContext(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("cannot shut down: %w", err)
 	}
+	// Shutdown closes only the listeners Serve has registered: a context
+	// ended right after Ready can come before Serve registered its own,
+	// which would then accept forever.
+	ln.Close()
 	<-errc
 	g.log.Debug("gateway stopped", "step", "server", "took", time.Since(t0))
 	return nil

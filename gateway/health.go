@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,6 +55,14 @@ func (g *Gateway) serveHealth(rc *fasthttp.RequestCtx, info *requestinfo.Info, p
 	return g.health(rc, path)
 }
 
+// errShuttingDown fails the shutdown check once the gateway's shutdown
+// has started (its delay included), as kube-apiserver's readyz does.
+var errShuttingDown = errors.New("process is shutting down")
+
+// HealthCheckTimeout bounds the checks of one /livez, /readyz or /healthz
+// request: a probe's timeout must be longer.
+const HealthCheckTimeout = 5 * time.Second
+
 // check is one health check.
 type check struct {
 	name string
@@ -75,7 +84,12 @@ func (g *Gateway) readyChecks() []check {
 			return nil
 		}},
 		{"rbac", g.c.Access.Ready},
-		{"shutdown", func(context.Context) error { return g.c.Stopping() }},
+		{"shutdown", func(context.Context) error {
+			if g.stopping.Load() {
+				return errShuttingDown
+			}
+			return g.c.Stopping()
+		}},
 	}
 }
 

@@ -149,6 +149,7 @@ func runGateway(ctx context.Context, args []string) error {
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	uf := addUpkeepFlags(fs)
+	shutdownDelay := fs.Duration("shutdown-delay-duration", 0, "after SIGTERM, keep serving this long with /readyz failing before the server stops accepting, so load balancers move new connections first")
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
@@ -174,7 +175,7 @@ func runGateway(ctx context.Context, args []string) error {
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 		},
 		Auth:  gateway.AuthConfig{ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous},
-		Build: version, ConsistentReadFallback: *fallback, CacheNodeTLS: b.plane.readClient(),
+		Build: version, ConsistentReadFallback: *fallback, CacheNodeTLS: b.plane.readClient(), ShutdownDelay: *shutdownDelay,
 	}
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)

@@ -1,3 +1,5 @@
 FROM scratch
 COPY kgate /kgate
+# Not root: the chart's securityContext also sets runAsNonRoot and this ID.
+USER 65532:65532
 ENTRYPOINT ["/kgate"]

@@ -180,10 +180,24 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 // Directory is what the gateway knows of who serves what.
 func (g *Gateway) Directory() *directory.Directory { return g.dir }
 
-// Run runs every part until ctx ends or one fails.
+// Run runs every part until ctx ends or one fails. The membership and
+// the directory outlive the gateway's own shutdown (its delay and drain,
+// during which it still serves reads): they stop once it has returned.
 func (g *Gateway) Run(ctx context.Context) error {
-	return RunAll(ctx, map[string]func(context.Context) error{
-		"membership": g.Members.Run, "directory": g.dir.Run, "gateway": g.Gateway.Run,
+	parts, stopParts := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopParts()
+	return RunAll(parts, map[string]func(context.Context) error{
+		"membership": g.Members.Run, "directory": g.dir.Run,
+		"gateway": func(failed context.Context) error {
+			gctx, cancel := context.WithCancel(failed) // another part failed
+			defer cancel()
+			defer context.AfterFunc(ctx, cancel)() // or the caller stops the role
+			err := g.Gateway.Run(gctx)
+			if err == nil {
+				stopParts() // the gateway is done: the others follow
+			}
+			return err
+		},
 	})
 }
 
