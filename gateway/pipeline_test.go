@@ -193,7 +193,7 @@ func TestPipeline(t *testing.T) {
 func TestHealth(t *testing.T) {
 	ok := func(context.Context) error { return nil }
 	bad := func(context.Context) error { return errors.New("down") }
-	checks := []check{{"ping", ok}, {"etcd", ok}, {"cachenode", bad}}
+	checks := []check{{Name: "ping", Run: ok}, {Name: "etcd", Run: ok}, {Name: "cachenode", Run: bad}}
 	cases := []struct {
 		name     string
 		authnErr error
