@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/kgate/kgate/bench/internal/report"
 	"github.com/kgate/kgate/bench/internal/scenario"
@@ -61,6 +64,9 @@ func run(ctx context.Context, args []string) error {
 		startKgate    = fs.String("start-kgate", "", "kgate binary to start as `kgate dev` (temp dir, free port) and benchmark")
 		etcdEndpoints = fs.String("etcd-endpoints", "", "comma-separated etcd URLs for the etcd-baseline scenarios")
 		etcdPids      = fs.String("etcd-pids", "", "local pids of etcd")
+		etcdCA        = fs.String("etcd-cafile", "", "CA that signs etcd's serving certificate (with --etcd-endpoints)")
+		etcdCert      = fs.String("etcd-certfile", "", "client certificate for etcd (with --etcd-keyfile)")
+		etcdKey       = fs.String("etcd-keyfile", "", "client key for etcd")
 		specs         stringList
 		runs          = fs.Int("runs", 3, "runs per figure (the median and min–max are reported)")
 		duration      = fs.Duration("duration", 10*time.Second, "default duration of one run")
@@ -114,9 +120,16 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var etcdTLS *tls.Config
+	if *etcdCA != "" || *etcdCert != "" || *etcdKey != "" {
+		info := transport.TLSInfo{TrustedCAFile: *etcdCA, CertFile: *etcdCert, KeyFile: *etcdKey}
+		if etcdTLS, err = info.ClientConfig(); err != nil {
+			return fmt.Errorf("cannot load etcd client TLS: %w", err)
+		}
+	}
 	s, err := suite.New(suite.Config{
 		Targets: targets, StartKgate: *startKgate,
-		EtcdEndpoints: splitList(*etcdEndpoints), EtcdPids: ep,
+		EtcdEndpoints: splitList(*etcdEndpoints), EtcdPids: ep, EtcdTLS: etcdTLS,
 		Specs: specs, Runs: *runs,
 		Defaults: scenario.Defaults{
 			Common:   scenario.Common{Concurrency: *concurrency, Duration: *duration, Rate: *rate},

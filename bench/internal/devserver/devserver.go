@@ -6,6 +6,7 @@ package devserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,8 +47,12 @@ type Server struct {
 	Addr, Kubeconfig string
 	// Pid is the process (gateway, cache node, embedded etcd and NATS).
 	Pid int
-	// EtcdEndpoints are the embedded etcd's client URLs, read from the log.
+	// EtcdEndpoints are the embedded etcd's client URLs, read from the log;
+	// EtcdTLS is the client certificate (the gateway's internal one from
+	// <data-dir>/internal) that etcd requires, nil if kgate dev left it
+	// off.
 	EtcdEndpoints []string
+	EtcdTLS       *tls.Config
 
 	cmd     *exec.Cmd
 	dir     string // kgate's --data-dir
@@ -121,6 +128,17 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if m := etcdRE.FindStringSubmatch(s.out.String()); m != nil {
 		s.EtcdEndpoints = strings.Fields(m[1])
+	}
+	internal := filepath.Join(dir, "internal")
+	if _, err := os.Stat(filepath.Join(internal, "ca.crt")); err == nil {
+		info := transport.TLSInfo{
+			TrustedCAFile: filepath.Join(internal, "ca.crt"),
+			CertFile:      filepath.Join(internal, "gateway.crt"), KeyFile: filepath.Join(internal, "gateway.key"),
+		}
+		if s.EtcdTLS, err = info.ClientConfig(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("cannot load kgate dev's etcd client certificate: %w", err)
+		}
 	}
 	s.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	return s, nil

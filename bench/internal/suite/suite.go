@@ -5,6 +5,7 @@ package suite
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,8 @@ type Config struct {
 	// scenarios; EtcdPids are its local processes.
 	EtcdEndpoints []string
 	EtcdPids      []int
+	// EtcdTLS is the client TLS for EtcdEndpoints (nil: plaintext).
+	EtcdTLS *tls.Config
 	// Specs are scenario specs (scenario.Parse); empty runs every kind.
 	Specs    []string
 	Defaults scenario.Defaults
@@ -129,7 +132,7 @@ func (s *Suite) Run(ctx context.Context) (*report.Files, error) {
 	}
 
 	targetCfgs := cfg.Targets
-	etcdEndpoints, etcdPids := cfg.EtcdEndpoints, cfg.EtcdPids
+	etcdEndpoints, etcdPids, etcdTLS := cfg.EtcdEndpoints, cfg.EtcdPids, cfg.EtcdTLS
 	if cfg.StartKgate != "" {
 		logFile, err := os.Create(filepath.Join(outDir, "kgate-dev.log"))
 		if err != nil {
@@ -164,7 +167,7 @@ func (s *Suite) Run(ctx context.Context) (*report.Files, error) {
 		log.Info("kgate dev ready", "addr", dev.Addr, "pid", dev.Pid, "etcd", dev.EtcdEndpoints, "took", time.Since(t0).Round(time.Millisecond))
 		targetCfgs = append([]target.Config{{Name: "kgate", Kubeconfig: dev.Kubeconfig, Pids: []int{dev.Pid}}}, targetCfgs...)
 		if len(etcdEndpoints) == 0 {
-			etcdEndpoints, etcdPids = dev.EtcdEndpoints, []int{dev.Pid}
+			etcdEndpoints, etcdPids, etcdTLS = dev.EtcdEndpoints, []int{dev.Pid}, dev.EtcdTLS
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("kgate is `kgate dev` (pid %d): gateway, cache node, embedded etcd and NATS in one process, so its CPU and RSS include etcd's and NATS's; the etcd scenarios use that embedded etcd.", dev.Pid))
 	}
@@ -195,7 +198,7 @@ func (s *Suite) Run(ctx context.Context) (*report.Files, error) {
 	var etcd *clientv3.Client
 	if len(etcdEndpoints) > 0 {
 		var err error
-		if etcd, err = clientv3.New(clientv3.Config{Endpoints: etcdEndpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}); err != nil {
+		if etcd, err = clientv3.New(clientv3.Config{Endpoints: etcdEndpoints, TLS: etcdTLS, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}); err != nil {
 			return nil, fmt.Errorf("cannot connect to etcd %v: %w", etcdEndpoints, err)
 		}
 		defer etcd.Close()

@@ -125,6 +125,13 @@ func BadRequest(message string) *apierrors.StatusError {
 	return apierrors.NewBadRequest(message)
 }
 
+// ServiceUnavailable is a 503 ServiceUnavailable with message (a proxied
+// Service with no port or endpoint to send to, as upstream's
+// ResourceLocation says it).
+func ServiceUnavailable(message string) *apierrors.StatusError {
+	return apierrors.NewServiceUnavailable(message)
+}
+
 // UnprocessableEntity is the 422 kube-apiserver answers for a well-formed
 // patch that cannot be applied (a failed JSON patch test, a missing path).
 func UnprocessableEntity(message string) *apierrors.StatusError {

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -59,7 +58,7 @@ func (p *Proxy) serviceLocation(ctx context.Context, id string) (*url.URL, http.
 			}
 		}
 		if !found {
-			return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", n, name))
+			return nil, nil, apierror.ServiceUnavailable(fmt.Sprintf("no service port %d found for service %q", n, name))
 		}
 	}
 	slices, err := p.endpointSlices(ctx, ns, name)
@@ -67,7 +66,7 @@ func (p *Proxy) serviceLocation(ctx context.Context, id string) (*url.URL, http.
 		return nil, nil, err
 	}
 	if len(slices) == 0 {
-		return nil, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
+		return nil, nil, apierror.ServiceUnavailable(fmt.Sprintf("no endpoints available for service %q", name))
 	}
 	family := corev1.IPv4Protocol
 	if len(svc.Spec.IPFamilies) > 0 {
