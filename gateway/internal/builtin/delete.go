@@ -109,15 +109,23 @@ func (s *Semantics) ReturnsDeletedObject(res *registry.Resource) bool {
 // store sets ReturnDeletedObject (pkg/registry/<group>/<resource>/storage;
 // TestReturnDeletedObjectMatchesUpstream reads them there).
 var returnDeletedObject = map[schema.GroupResource]bool{
-	{Resource: "namespaces"}:                              true,
-	{Resource: "persistentvolumeclaims"}:                  true,
-	{Resource: "persistentvolumes"}:                       true,
-	{Resource: "pods"}:                                    true,
-	{Resource: "podtemplates"}:                            true,
-	{Resource: "resourcequotas"}:                          true,
-	{Resource: "serviceaccounts"}:                         true,
-	{Resource: "services"}:                                true,
-	{Group: "storage.k8s.io", Resource: "storageclasses"}: true,
+	{Resource: "namespaces"}:                                       true,
+	{Resource: "persistentvolumeclaims"}:                           true,
+	{Resource: "persistentvolumes"}:                                true,
+	{Resource: "pods"}:                                             true,
+	{Resource: "podtemplates"}:                                     true,
+	{Resource: "resourcequotas"}:                                   true,
+	{Resource: "serviceaccounts"}:                                  true,
+	{Resource: "services"}:                                         true,
+	{Group: "storage.k8s.io", Resource: "storageclasses"}:          true,
+	{Group: "resource.k8s.io", Resource: "deviceclasses"}:          true,
+	{Group: "resource.k8s.io", Resource: "resourceclaims"}:         true,
+	{Group: "resource.k8s.io", Resource: "resourceclaimtemplates"}: true,
+	{Group: "resource.k8s.io", Resource: "resourceslices"}:         true,
+	{Group: "storage.k8s.io", Resource: "csidrivers"}:              true,
+	{Group: "storage.k8s.io", Resource: "csinodes"}:                true,
+	{Group: "storage.k8s.io", Resource: "volumeattachments"}:       true,
+	{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}: true,
 }
 
 // gcFinalizers is the registry store's deletionFinalizersForGarbageCollection
