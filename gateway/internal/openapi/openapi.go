@@ -2,20 +2,23 @@
 // /openapi/v3 (the index of group/version documents, each addressed with a
 // content hash), /openapi/v3/<api|apis/group>/<version> (paths with their
 // operations and the schemas of every type they use) and /openapi/v2 (the
-// schemas only, JSON or protobuf).
+// same paths and schemas in one Swagger 2.0 document, JSON or protobuf).
 //
 // The schemas are kube-apiserver's own (package defs: the definitions
 // generated into k8s.io/kubernetes, with descriptions, required fields,
 // defaults, enums, list and map types and patch strategies, tagged with
 // x-kubernetes-group-version-kind), so kubectl explain, kubectl apply's
 // strategic merge patch and client-side validation see what they see
-// against kube-apiserver. The paths and operations are kgate's own,
-// generated from the registry the way kube-apiserver's go-restful routes
-// describe themselves (operation ids, parameters, responses, media types,
-// x-kubernetes-action). A served kind without a generated definition (a
-// custom resource) is described as an object with
-// x-kubernetes-preserve-unknown-fields: clients then neither validate nor
-// prune its fields.
+// against kube-apiserver. The paths and operations of built-in resources
+// are kgate's own, generated from the registry the way kube-apiserver's
+// go-restful routes describe themselves (operation ids, parameters,
+// responses, media types, x-kubernetes-action), and converted to the v2
+// dialect for /openapi/v2. A custom resource's paths and schemas come from
+// its CRD through apiextensions-apiserver's OpenAPI builder, v3 and v2,
+// as kube-apiserver's apiextensions server publishes them (custom.go); a
+// served kind with neither (a CRD the builder rejects) is described as an
+// object with x-kubernetes-preserve-unknown-fields: clients then neither
+// validate nor prune its fields.
 //
 // Every document is rendered into ready-to-send bytes: in New, and again in
 // the background after the registry changed (a custom resource or an
@@ -254,6 +257,7 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 
 	o := &rendered{v3: map[string]document{}}
 	builders := map[string]*pathsBuilder{}
+	var crs []*registry.Resource // custom resources described from their CRD
 	for _, g := range reg.Groups() {
 		for _, ver := range g.Versions {
 			gv := schema.GroupVersion{Group: g.Group, Version: ver}
@@ -261,6 +265,10 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 			b := newPathsBuilder(d, id, tag)
 			b.gv = &gv
 			for _, res := range reg.GroupVersionResources(g.Group, ver) {
+				if res.CRD != nil && b.customResource(res) {
+					crs = append(crs, res)
+					continue
+				}
 				b.resource(res, meta)
 			}
 			for _, name := range []string{meta.deleteOptions, meta.status, meta.patch, meta.watchEvent} {
@@ -293,6 +301,7 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	index := indexDocument{Paths: map[string]indexEntry{}}
 	v2Names := map[string]bool{}
 	v2Custom := map[string]*spec.Schema{}
+	v2Paths := map[string]spec.PathItem{}
 	for key, b := range builders {
 		doc, err := b.document(documentTitle, v.GitVersion)
 		if err != nil {
@@ -309,7 +318,14 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 			v2Names[name] = true
 		}
 		for name, s := range b.custom {
-			v2Custom[name] = s
+			if !b.crd[name] {
+				v2Custom[name] = s
+			}
+		}
+		for path, p := range doc.Paths.Paths {
+			if !b.built[path] {
+				v2Paths[path] = v2Path(p)
+			}
 		}
 	}
 	body, err := json.Marshal(index)
@@ -318,7 +334,14 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	}
 	o.root = newDocument(body, nil)
 
-	if o.v2, err = v2Document(d, v2Names, v2Custom, v); err != nil {
+	crPaths, crParams, crDefs, crRoots := customV2(crs, d.Has)
+	for path, p := range crPaths {
+		v2Paths[path] = p
+	}
+	for _, name := range crRoots {
+		v2Names[name] = true
+	}
+	if o.v2, err = v2Document(d, v2Names, v2Custom, crDefs, v2Paths, crParams, v); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -362,13 +385,15 @@ func v2Protobuf(body []byte) ([]byte, error) {
 }
 
 // v2Document renders the OpenAPI v2 document: every definition the v3
-// documents use (names, the custom schemas among them apart), in the v2
-// dialect, and no paths. kubectl reads it for client-side validation (only
-// where it cannot rely on the server's fieldValidation: kind List
-// documents, create-only kinds) and for "kubectl explain --output
-// plaintext-openapiv2"; a 404 here would make "kubectl apply -f" of a List
-// fail.
-func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, v version.Info) (document, error) {
+// documents use (names, the custom schemas among them apart) and those of
+// the custom resources (crDefs), in the v2 dialect, with the paths of
+// every document and the parameters the custom resources' paths share.
+// kubectl reads it for client-side validation (only where it cannot rely
+// on the server's fieldValidation, which older kubectls learn from these
+// paths: kind List documents, create-only kinds) and for "kubectl explain
+// --output plaintext-openapiv2"; a 404 here would make "kubectl apply -f"
+// of a List fail.
+func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, crDefs map[string]spec.Schema, paths map[string]spec.PathItem, params map[string]spec.Parameter, v version.Info) (document, error) {
 	roots := make([]string, 0, len(names))
 	for name := range names {
 		roots = append(roots, name)
@@ -381,10 +406,14 @@ func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*s
 	for name, s := range custom {
 		definitions[name] = *s
 	}
+	for name, s := range crDefs {
+		definitions[name] = s
+	}
 	swagger := &spec.Swagger{SwaggerProps: spec.SwaggerProps{
 		Swagger:     "2.0",
 		Info:        &spec.Info{InfoProps: spec.InfoProps{Title: documentTitle, Version: v.GitVersion}},
-		Paths:       &spec.Paths{Paths: map[string]spec.PathItem{}},
+		Paths:       &spec.Paths{Paths: paths},
+		Parameters:  params,
 		Definitions: definitions,
 		SecurityDefinitions: spec.SecurityDefinitions{"BearerToken": &spec.SecurityScheme{SecuritySchemeProps: spec.SecuritySchemeProps{
 			Type: "apiKey", Description: "Bearer Token authentication", Name: "authorization", In: "header",

@@ -51,7 +51,9 @@ type pathsBuilder struct {
 	defs   *defs.Definitions
 	paths  map[string]*spec3.Path
 	roots  map[string]bool         // definitions the paths refer to
-	custom map[string]*spec.Schema // kinds without a definition, by name (see customSchema)
+	custom map[string]*spec.Schema // kinds without a definition, by name (see customSchema, customResource)
+	built  map[string]bool         // paths apiextensions' builder made (customResource): final as they are
+	crd    map[string]bool         // the custom schemas the builder made: the v2 document has its own (customV2)
 	gv     *schema.GroupVersion    // of a group/version document, else nil
 	idPart string                  // "AppsV1", "CoreV1", "RbacAuthorizationV1"
 	tag    string                  // "apps_v1", "core_v1", "rbacAuthorization_v1"
@@ -63,6 +65,8 @@ func newPathsBuilder(d *defs.Definitions, idPart, tag string) *pathsBuilder {
 		paths:  map[string]*spec3.Path{},
 		roots:  map[string]bool{},
 		custom: map[string]*spec.Schema{},
+		built:  map[string]bool{},
+		crd:    map[string]bool{},
 		idPart: idPart,
 		tag:    tag,
 	}
@@ -485,8 +489,10 @@ func (b *pathsBuilder) document(title, version string) (*spec3.OpenAPI, error) {
 	if b.gv != nil {
 		scopeMetaKinds(schemas, *b.gv)
 	}
-	for _, p := range b.paths {
-		hoistCommonParams(p)
+	for path, p := range b.paths {
+		if !b.built[path] {
+			hoistCommonParams(p)
+		}
 	}
 	return &spec3.OpenAPI{
 		Version: "3.0.0",
