@@ -62,7 +62,7 @@ var depRules = []depRule{
 		// (and its custom resource strategy, gateway/internal/customresource)
 		// (gateway/internal/builtin) live in the package of its CRD REST,
 		// which builds on the generic registry Store: linked, never run.
-		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry},
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry},
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},
@@ -74,6 +74,18 @@ var depRules = []depRule{
 // (issue 12 mandates them) and of its CRD REST over the generic registry
 // Store, which kgate links through it and never calls.
 const crdRegistry = "k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
+
+// crdOpenAPI is apiextensions-apiserver's OpenAPI builder (issue 12 asks
+// for it; gateway/internal/openapi describes custom resources with it),
+// which lays out a CRD's routes as go-restful WebServices to document
+// them: described, never served.
+const crdOpenAPI = "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+
+// openAPIHandler is kube-openapi's handler package, whose PruneDefaults
+// (a pure function over definitions) gateway/internal/openapi applies to
+// custom resources' v2 definitions as kube-apiserver does; its go-restful
+// serving code is linked, never run.
+const openAPIHandler = "k8s.io/kube-openapi/pkg/handler"
 
 // crRegistry is the package of apiextensions-apiserver's custom resource
 // strategy (NewStrategy, NewStatusStrategy; gateway/internal/customresource
