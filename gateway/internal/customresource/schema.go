@@ -26,7 +26,8 @@ type version struct {
 	structural            *structuralschema.Structural // nil without a schema
 	preserveUnknownFields bool
 	main                  strategy
-	status                strategy // nil without a status subresource
+	status                strategy                                              // nil without a status subresource
+	scale                 *apiextensionsinternal.CustomResourceSubresourceScale // nil without a scale subresource
 }
 
 // strategy is what a write needs of upstream's custom resource strategy.
@@ -106,6 +107,7 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*ve
 	main := customresource.NewStrategy(crdserverscheme.NewUnstructuredObjectTyper(), crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		kind, validator, statusValidator, out.structural, statusSpec, scaleSpec, v.SelectableFields)
 	out.main = main
+	out.scale = scaleSpec
 	if statusSpec != nil {
 		out.status = customresource.NewStatusStrategy(main)
 	}

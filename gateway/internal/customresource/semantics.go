@@ -29,8 +29,8 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// ErrSubresource is returned for a subresource write custom resources do
-// not serve here (scale).
+// ErrSubresource is returned for a subresource write a custom resource
+// does not serve (a status or scale it has not, or any other).
 var ErrSubresource = errors.New("customresource: subresource not supported")
 
 // Builtin is the semantics of every other resource (builtin.Semantics).
@@ -171,6 +171,12 @@ func (s *Semantics) Update(ctx context.Context, res *registry.Resource, subresou
 			return builtin.Result{}, fmt.Errorf("cannot update %s/status: %w", res.Resource, ErrSubresource)
 		}
 		strat = v.status
+	case "scale":
+		// Upstream's ScaleREST updates the parent through the main
+		// strategy (whose validation checks the replicas paths).
+		if v.scale == nil {
+			return builtin.Result{}, fmt.Errorf("cannot update %s/scale: %w", res.Resource, ErrSubresource)
+		}
 	default:
 		return builtin.Result{}, fmt.Errorf("cannot update %s/%s: %w", res.Resource, subresource, ErrSubresource)
 	}
