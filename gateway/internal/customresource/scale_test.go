@@ -141,3 +141,36 @@ func TestScaleUpdate(t *testing.T) {
 		t.Errorf("negative replicas: %q", got)
 	}
 }
+
+func TestReadDefaults(t *testing.T) {
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDefaults := scaledCRD()
+	noDefaults.Name, noDefaults.Spec.Names.Plural, noDefaults.Status.AcceptedNames.Plural = "plain.example.com", "plains", "plains"
+	noDefaults.Spec.Names.Kind, noDefaults.Status.AcceptedNames.Kind = "Plain", "Plain"
+	delete(noDefaults.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "color")
+	if err := reg.Add(append(crds.Resources(scaledCRD()), crds.Resources(noDefaults)...)...); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(reg, noBuiltin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, _ := reg.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	plains, _ := reg.Lookup(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "plains"})
+	widgets, _ := reg.Lookup(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"})
+	if s.ReadDefaults(cm) != nil || s.ReadDefaults(plains) != nil {
+		t.Error("read defaults for a built-in or a schema without defaults")
+	}
+	def := s.ReadDefaults(widgets)
+	if def == nil {
+		t.Fatal("no read defaults for a schema with a default")
+	}
+	u := widget(map[string]any{"size": int64(2)}, nil)
+	def(u)
+	if c, _, _ := unstructured.NestedString(u.Object, "spec", "color"); c != "blue" {
+		t.Errorf("spec.color %q after the read defaults", c)
+	}
+}

@@ -25,6 +25,7 @@ type version struct {
 	gvk                   schema.GroupVersionKind
 	structural            *structuralschema.Structural // nil without a schema
 	preserveUnknownFields bool
+	hasDefaults           bool // the structural schema sets defaults
 	main                  strategy
 	status                strategy                                              // nil without a status subresource
 	scale                 *apiextensionsinternal.CustomResourceSubresourceScale // nil without a scale subresource
@@ -73,6 +74,7 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*ve
 			}
 		}
 		out.structural = s
+		out.hasDefaults = hasDefaults(s)
 	}
 	validator, _, err := apiservervalidation.NewSchemaValidator(props)
 	if err != nil {
