@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kgate/kgate/storage/storagetest"
 )
 
 const (
@@ -119,6 +123,23 @@ func TestCustomResources(t *testing.T) {
 		}
 		if a.GetGeneration() != 1 {
 			t.Errorf("generation %d, want 1", a.GetGeneration())
+		}
+	})
+	t.Run("defaults on read", func(t *testing.T) {
+		// A default added to the storage version's schema: objects
+		// stored before are read with it, as upstream's storage decoder
+		// defaults them.
+		k.ok(t, "patch", "crd", crdName, "--type=json", "-p",
+			`[{"op":"add","path":"/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/shape","value":{"type":"string","default":"round"}}]`)
+		storagetest.Eventually(t, 15*time.Second, "gizmo a read with the new default", func() error {
+			r := k.run("get", "gizmo", "a", "-n", crdNS, "-o", "jsonpath={.spec.shape}")
+			if r.err != nil || r.stdout != "round" {
+				return fmt.Errorf("spec.shape %q: %v %s", r.stdout, r.err, r.stderr)
+			}
+			return nil
+		})
+		if out := k.ok(t, "get", "gizmos", "-n", crdNS, "-o", "jsonpath={.items[*].spec.shape}"); out != "round" {
+			t.Errorf("list: spec.shape %q, want round", out)
 		}
 	})
 	t.Run("get", func(t *testing.T) {
@@ -241,8 +262,9 @@ func TestCustomResources(t *testing.T) {
 	t.Run("other version", func(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		k.json(t, &u.Object, "get", "gizmos.v1beta1.e2e.kgate.io", "a", "-n", crdNS)
-		if u.GetAPIVersion() != "e2e.kgate.io/v1beta1" || u.GetName() != "a" {
-			t.Errorf("v1beta1 read: %s %s", u.GetAPIVersion(), u.GetName())
+		shape, _, _ := unstructured.NestedString(u.Object, "spec", "shape")
+		if u.GetAPIVersion() != "e2e.kgate.io/v1beta1" || u.GetName() != "a" || shape != "round" {
+			t.Errorf("v1beta1 read: %s %s spec.shape %q (want the storage version's default round)", u.GetAPIVersion(), u.GetName(), shape)
 		}
 		tb := parseTable(t, k.ok(t, "get", "gizmos.v1beta1.e2e.kgate.io", "-n", crdNS))
 		checkRow(t, tb.row(t, "NAME", "b"), map[string]string{"REPLICAS": "3", "COLOR": "blue"})
