@@ -106,12 +106,25 @@ func TestCustomResources(t *testing.T) {
 	}
 	k.ok(t, "create", "namespace", crdNS)
 	crdFile := file("crd.yaml", gizmoCRD)
+	// established waits for the CRD's Established condition, then for
+	// its objects to be served: within seconds, as the tier promises
+	// (the cache node of their new range becomes ready meanwhile).
+	established := func(t *testing.T) {
+		t.Helper()
+		k.ok(t, "wait", "--for=condition=Established", "crd/"+crdName, "--timeout=30s")
+		storagetest.Eventually(t, 15*time.Second, "gizmos served", func() error {
+			if r := k.run("get", "--raw", "/apis/e2e.kgate.io/v1/namespaces/"+crdNS+"/gizmos"); r.err != nil {
+				return fmt.Errorf("list: %v %s", r.err, r.stderr)
+			}
+			return nil
+		})
+	}
 
 	t.Run("apply the CRD", func(t *testing.T) {
 		if out := k.ok(t, "apply", "-f", crdFile); out != "customresourcedefinition.apiextensions.k8s.io/"+crdName+" created\n" {
 			t.Errorf("apply printed %q", out)
 		}
-		k.ok(t, "wait", "--for=condition=Established", "crd/"+crdName, "--timeout=30s")
+		established(t)
 	})
 	t.Run("create", func(t *testing.T) {
 		if out := k.ok(t, "apply", "-f", file("a.yaml", gizmo("a", "replicas: 2"))); out != "gizmo.e2e.kgate.io/a created\n" {
@@ -286,7 +299,7 @@ func TestCustomResources(t *testing.T) {
 		}
 		// The CRD again: none of the old objects is left.
 		k.ok(t, "apply", "-f", crdFile)
-		k.ok(t, "wait", "--for=condition=Established", "crd/"+crdName, "--timeout=30s")
+		established(t)
 		if r := k.run("get", "gizmos", "-n", crdNS); r.err != nil || r.stdout != "" || !strings.Contains(r.stderr, "No resources found") {
 			t.Errorf("get gizmos of the new CRD: %s", r)
 		}
