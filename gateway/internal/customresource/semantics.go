@@ -4,7 +4,9 @@
 // custom resource strategy (status and generation rules, OpenAPI schema
 // validation, x-kubernetes-validations CEL rules with oldSelf and
 // ratcheting, list-type checks, embedded resources) for the main resource
-// and the status subresource. Semantics serves rest's Semantics: custom
+// and the status and scale subresources; the scale subresource's paths
+// (Scale); the defaults upstream's storage decoder gives objects read
+// from etcd (ReadDefaults). Semantics serves rest's Semantics: custom
 // resources here, everything else through the built-in semantics it
 // wraps.
 package customresource
