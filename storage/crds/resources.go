@@ -66,9 +66,9 @@ func Resources(crd *apiextensionsv1.CustomResourceDefinition) []registry.Resourc
 			if sub.Status != nil {
 				res.Subresources = append(res.Subresources, "status")
 			}
-			// TODO(scale): the scale subresource (specReplicasPath,
-			// statusReplicasPath, labelSelectorPath) is not served
-			// yet: it stays 404 rather than half-served.
+			if sub.Scale != nil {
+				res.Subresources = append(res.Subresources, "scale")
+			}
 		}
 		if v.Name != storage {
 			res.StorageKind = res.GVK()

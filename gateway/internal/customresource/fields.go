@@ -61,7 +61,10 @@ func NewFieldManagers(sem *Semantics, next Fields) (*FieldManagers, error) {
 // Update records manager's Update operation on obj over live (nil: a
 // create), as upstream's handlers do (UpdateNoErrors).
 func (f *FieldManagers) Update(res *registry.Resource, subresource string, live, obj runtime.Object, manager string) (runtime.Object, error) {
-	if !res.Unstructured() {
+	if !res.Unstructured() || subresource == "scale" {
+		// A scale subresource writes autoscaling/v1 Scales, whose
+		// field manager is the built-in one (without reset fields, as
+		// upstream's scale field manager of custom resources).
 		return f.next.Update(res, subresource, live, obj, manager)
 	}
 	fm, err := f.managerFor(res, subresource)
@@ -78,7 +81,7 @@ func (f *FieldManagers) Update(res *registry.Resource, subresource string, live,
 // as upstream's apply patcher does: conflicts are upstream's 409 unless
 // force.
 func (f *FieldManagers) Apply(res *registry.Resource, subresource string, live runtime.Object, patch []byte, manager string, force bool) (runtime.Object, error) {
-	if !res.Unstructured() {
+	if !res.Unstructured() || subresource == "scale" {
 		return f.next.Apply(res, subresource, live, patch, manager, force)
 	}
 	fm, err := f.managerFor(res, subresource)

@@ -80,3 +80,19 @@ func TestFieldManagers(t *testing.T) {
 		t.Errorf("a patch that is not an object: %v, want ErrDecode", err)
 	}
 }
+
+// TestFieldManagersScale: the scale subresource writes autoscaling/v1
+// Scales, whose fields the built-in field managers manage.
+func TestFieldManagersScale(t *testing.T) {
+	s, res := newSemantics(t)
+	f, err := NewFieldManagers(s, noFields{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Update(res, "scale", nil, nil, "alice"); !errors.Is(err, errBuiltin) {
+		t.Errorf("scale update: %v, want the built-in field managers", err)
+	}
+	if _, err := f.Apply(res, "scale", nil, nil, "alice", false); !errors.Is(err, errBuiltin) {
+		t.Errorf("scale apply: %v, want the built-in field managers", err)
+	}
+}

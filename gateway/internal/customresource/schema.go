@@ -25,8 +25,10 @@ type version struct {
 	gvk                   schema.GroupVersionKind
 	structural            *structuralschema.Structural // nil without a schema
 	preserveUnknownFields bool
+	hasDefaults           bool // the structural schema sets defaults
 	main                  strategy
-	status                strategy // nil without a status subresource
+	status                strategy                                              // nil without a status subresource
+	scale                 *apiextensionsinternal.CustomResourceSubresourceScale // nil without a scale subresource
 }
 
 // strategy is what a write needs of upstream's custom resource strategy.
@@ -72,6 +74,7 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*ve
 			}
 		}
 		out.structural = s
+		out.hasDefaults = hasDefaults(s)
 	}
 	validator, _, err := apiservervalidation.NewSchemaValidator(props)
 	if err != nil {
@@ -106,6 +109,7 @@ func newVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) (*ve
 	main := customresource.NewStrategy(crdserverscheme.NewUnstructuredObjectTyper(), crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		kind, validator, statusValidator, out.structural, statusSpec, scaleSpec, v.SelectableFields)
 	out.main = main
+	out.scale = scaleSpec
 	if statusSpec != nil {
 		out.status = customresource.NewStatusStrategy(main)
 	}

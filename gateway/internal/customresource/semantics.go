@@ -4,7 +4,9 @@
 // custom resource strategy (status and generation rules, OpenAPI schema
 // validation, x-kubernetes-validations CEL rules with oldSelf and
 // ratcheting, list-type checks, embedded resources) for the main resource
-// and the status subresource. Semantics serves rest's Semantics: custom
+// and the status and scale subresources; the scale subresource's paths
+// (Scale); the defaults upstream's storage decoder gives objects read
+// from etcd (ReadDefaults). Semantics serves rest's Semantics: custom
 // resources here, everything else through the built-in semantics it
 // wraps.
 package customresource
@@ -29,8 +31,8 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// ErrSubresource is returned for a subresource write custom resources do
-// not serve here (scale).
+// ErrSubresource is returned for a subresource write a custom resource
+// does not serve (a status or scale it has not, or any other).
 var ErrSubresource = errors.New("customresource: subresource not supported")
 
 // Builtin is the semantics of every other resource (builtin.Semantics).
@@ -171,6 +173,12 @@ func (s *Semantics) Update(ctx context.Context, res *registry.Resource, subresou
 			return builtin.Result{}, fmt.Errorf("cannot update %s/status: %w", res.Resource, ErrSubresource)
 		}
 		strat = v.status
+	case "scale":
+		// Upstream's ScaleREST updates the parent through the main
+		// strategy (whose validation checks the replicas paths).
+		if v.scale == nil {
+			return builtin.Result{}, fmt.Errorf("cannot update %s/scale: %w", res.Resource, ErrSubresource)
+		}
 	default:
 		return builtin.Result{}, fmt.Errorf("cannot update %s/%s: %w", res.Resource, subresource, ErrSubresource)
 	}

@@ -54,6 +54,13 @@ func NewScaleFields(res *registry.Resource, parent []metav1.ManagedFieldsEntry) 
 	return &ScaleFields{handler: managedfields.NewScaleHandler(parent, res.GVR().GroupVersion(), paths)}, nil
 }
 
+// NewCustomScaleFields returns the ScaleFields of a custom resource of
+// the group version gv whose managedFields are parent; paths are its
+// CRD's replicas fields by version (customresource.ReplicasPaths).
+func NewCustomScaleFields(gv schema.GroupVersion, paths managedfields.ResourcePathMappings, parent []metav1.ManagedFieldsEntry) *ScaleFields {
+	return &ScaleFields{handler: managedfields.NewScaleHandler(parent, gv, paths)}
+}
+
 // ToScale returns the managedFields of the Scale.
 func (s *ScaleFields) ToScale() ([]metav1.ManagedFieldsEntry, error) {
 	entries, err := s.handler.ToSubresource()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/storage"
@@ -196,8 +197,14 @@ func (h *Handler) scaleFields(r *request, cur runtime.Object, curScale *autoscal
 	if err != nil {
 		return nil, err
 	}
-	sf, err := fieldmanager.NewScaleFields(r.res, m.GetManagedFields())
-	if err != nil {
+	var sf *fieldmanager.ScaleFields
+	if r.res.CRD != nil {
+		paths, err := customresource.ReplicasPaths(r.res.CRD)
+		if err != nil {
+			return nil, err
+		}
+		sf = fieldmanager.NewCustomScaleFields(r.res.GVR().GroupVersion(), paths, m.GetManagedFields())
+	} else if sf, err = fieldmanager.NewScaleFields(r.res, m.GetManagedFields()); err != nil {
 		return nil, err
 	}
 	if curScale.ManagedFields, err = sf.ToScale(); err != nil {

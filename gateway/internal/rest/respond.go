@@ -33,6 +33,15 @@ func objectMeta(obj runtime.Object) (metav1.Object, error) {
 // decodeServed decodes an object's served JSON (as a cache node keeps it)
 // into its typed form.
 func (h *Handler) decodeServed(res *registry.Resource, data []byte) (runtime.Object, error) {
+	obj, err := h.decodeStored(res, data)
+	if err != nil {
+		return nil, err
+	}
+	return h.served(res, obj)
+}
+
+// decodeStored decodes an object's stored JSON into its typed form.
+func (h *Handler) decodeStored(res *registry.Resource, data []byte) (runtime.Object, error) {
 	obj, err := h.cfg.Registry.NewStored(res)
 	if err != nil {
 		return nil, err
@@ -40,15 +49,51 @@ func (h *Handler) decodeServed(res *registry.Resource, data []byte) (runtime.Obj
 	if err := h.cfg.StorageCodec.Decode(data, obj); err != nil {
 		return nil, err
 	}
-	return h.toServed(res, obj)
+	return obj, nil
 }
 
-// toServed converts a stored object to the kind res serves.
-func (h *Handler) toServed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+// readDefaulter is implemented by semantics whose objects get defaults
+// when read from storage (custom resources, customresource.Semantics).
+type readDefaulter interface {
+	ReadDefaults(res *registry.Resource) func(*unstructured.Unstructured)
+}
+
+// readDefaults returns what reading an object of res from storage does
+// to it, as upstream's storage decoder: nil when nothing (its stored
+// bytes are served as they are).
+func (h *Handler) readDefaults(res *registry.Resource) func(*unstructured.Unstructured) {
+	if res.CRD == nil {
+		return nil
+	}
+	d, ok := h.cfg.Semantics.(readDefaulter)
+	if !ok {
+		return nil
+	}
+	return d.ReadDefaults(res)
+}
+
+// served applies the read defaults to obj, a stored object this
+// request owns, and converts it to the kind res serves.
+func (h *Handler) served(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if def := h.readDefaults(res); def != nil {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			def(u)
+		}
+	}
 	if res.StorageKind.Kind == "" {
 		return obj, nil
 	}
 	return convert.FromStorage(res, obj)
+}
+
+// toServed converts a stored object to the kind res serves, with the
+// defaults reading it from storage gives it (on a copy: obj may be
+// shared).
+func (h *Handler) toServed(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if h.readDefaults(res) != nil {
+		obj = obj.DeepCopyObject()
+	}
+	return h.served(res, obj)
 }
 
 // toStored converts a served object to the kind res is stored as.
@@ -70,8 +115,8 @@ func (h *Handler) send(r *request, code int, contentType string, body []byte) er
 // JSON, or a bare protobuf message when format is Protobuf.
 func (h *Handler) writeCached(r *request, code int, data []byte, format client.Format) error {
 	m := r.media
-	if m.As != negotiate.AsObject {
-		obj, err := h.decodeServed(r.res, data)
+	if m.As != negotiate.AsObject || h.readDefaults(r.res) != nil {
+		obj, err := h.decodeStored(r.res, data)
 		if err != nil {
 			return err
 		}
@@ -96,10 +141,12 @@ func (h *Handler) writeCached(r *request, code int, data []byte, format client.F
 	return h.send(r, code, m.ContentType(), data)
 }
 
-// writeObject answers with a typed object of the served kind (or the
-// storage kind, converted here).
+// writeObject answers with a typed object of the storage kind, owned by
+// the request, given the defaults reading it from storage gives it and
+// converted to the served kind here (an object of the served kind is left
+// so).
 func (h *Handler) writeObject(r *request, code int, obj runtime.Object) error {
-	obj, err := h.toServed(r.res, obj)
+	obj, err := h.served(r.res, obj)
 	if err != nil {
 		return err
 	}
@@ -172,7 +219,7 @@ func (h *Handler) tableVersion(r *request, t *metav1.Table, err error) (*metav1.
 // writeList answers with a list of pre-encoded items.
 func (h *Handler) writeList(r *request, items [][]byte, format client.Format, rev int64, cont string, remaining *int64) error {
 	m := r.media
-	if m.As != negotiate.AsObject {
+	if m.As != negotiate.AsObject || h.readDefaults(r.res) != nil {
 		objs := make([]runtime.Object, 0, len(items))
 		for _, it := range items {
 			obj, err := h.decodeServed(r.res, it)
@@ -183,6 +230,12 @@ func (h *Handler) writeList(r *request, items [][]byte, format client.Format, re
 		}
 		return h.writeObjectList(r, objs, rev, cont, remaining)
 	}
+	return h.sendList(r, items, format, rev, cont, remaining)
+}
+
+// sendList answers with a list of items encoded in the request's media.
+func (h *Handler) sendList(r *request, items [][]byte, format client.Format, rev int64, cont string, remaining *int64) error {
+	m := r.media
 	l := &negotiate.List{
 		APIVersion: r.res.APIVersion(), Kind: r.res.ListKind(),
 		ResourceVersion: strconv.FormatInt(rev, 10), Continue: cont, RemainingItemCount: remaining,
@@ -254,7 +307,7 @@ func (h *Handler) writeObjectList(r *request, objs []runtime.Object, rev int64, 
 		}
 		items = append(items, b)
 	}
-	return h.writeList(r, items, format, rev, cont, remaining)
+	return h.sendList(r, items, format, rev, cont, remaining)
 }
 
 func (h *Handler) encodeAndSend(r *request, obj runtime.Object) error {

@@ -9,6 +9,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,9 +23,11 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/patch"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/registry"
 )
 
 var (
@@ -104,10 +107,66 @@ func setReplicas(obj runtime.Object, n int32) (runtime.Object, error) {
 	return out, nil
 }
 
+// invalidSpecReplicas marks the Scale of a custom resource without spec
+// replicas, as upstream's custom resource ScaleREST does.
+const invalidSpecReplicas = -2147483648 // smallest int32
+
+// scaleOf returns the Scale of obj (of res's served version) and whether
+// its spec replicas are set: a custom resource through its CRD's scale
+// paths, built-ins always set.
+func (h *Handler) scaleOf(res *registry.Resource, obj runtime.Object) (*autoscalingv1.Scale, bool, error) {
+	if res.CRD == nil {
+		s, err := scaleOf(obj)
+		return s, err == nil, err
+	}
+	paths, u, err := crScale(res, obj)
+	if err != nil {
+		return nil, false, err
+	}
+	return paths.Of(u)
+}
+
+// setReplicas writes n into a copy of obj (of res's served version).
+func (h *Handler) setReplicas(res *registry.Resource, obj runtime.Object, n int32) (runtime.Object, error) {
+	if res.CRD == nil {
+		return setReplicas(obj, n)
+	}
+	paths, u, err := crScale(res, obj)
+	if err != nil {
+		return nil, err
+	}
+	return paths.SetReplicas(u, n)
+}
+
+// crScale returns the scale paths of res, a custom resource, and obj.
+func crScale(res *registry.Resource, obj runtime.Object) (*customresource.Scale, *unstructured.Unstructured, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil, fmt.Errorf("cannot scale %T", obj)
+	}
+	paths, err := customresource.ScaleOf(res.CRD, res.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	if paths == nil {
+		return nil, nil, fmt.Errorf("cannot scale %s: no scale subresource", res.GVR())
+	}
+	return paths, u, nil
+}
+
+// writeScale answers with the Scale of obj, as stored.
 func (h *Handler) writeScale(r *request, obj runtime.Object) error {
-	s, err := scaleOf(obj)
+	served, err := h.toServed(r.res, obj)
 	if err != nil {
 		return err
+	}
+	s, found, err := h.scaleOf(r.res, served)
+	if err != nil {
+		return err
+	}
+	if !found {
+		paths, _ := customresource.ScaleOf(r.res.CRD, r.res.Version)
+		return apierror.InternalError(fmt.Errorf("the spec replicas field %q does not exist", paths.SpecReplicasPath))
 	}
 	body, err := h.cfg.Codec.Encode(s, r.media.Format, r.media.Pretty)
 	if err != nil {
@@ -130,9 +189,16 @@ func (h *Handler) getScale(ctx context.Context, r *request) error {
 // object are autoscaling/v1 Scales.
 func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre storage.Preconditions, next func(cur *autoscalingv1.Scale) (*autoscalingv1.Scale, error)) error {
 	update := func(cur runtime.Object) (runtime.Object, error) {
-		curScale, err := scaleOf(cur)
+		old, err := h.toServed(r.res, cur)
 		if err != nil {
 			return nil, err
+		}
+		curScale, found, err := h.scaleOf(r.res, old)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			curScale.Spec.Replicas = invalidSpecReplicas
 		}
 		sf, err := h.scaleFields(r, cur, curScale)
 		if err != nil {
@@ -144,6 +210,10 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		}
 		if s, err = h.manageScaleFields(r, curScale, s); err != nil {
 			return nil, err
+		}
+		if s.Spec.Replicas == invalidSpecReplicas {
+			paths, _ := customresource.ScaleOf(r.res.CRD, r.res.Version)
+			return nil, apierror.BadRequest(fmt.Sprintf("the spec replicas field %q cannot be empty", paths.SpecReplicasPath))
 		}
 		if s.Name != "" && s.Name != r.info.Name {
 			return nil, apierror.BadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", s.Name, r.info.Name))
@@ -158,23 +228,22 @@ func (h *Handler) applyScale(ctx context.Context, r *request, dry bool, pre stor
 		h.retried(ctx, r, a)
 		// As upstream's scale subresources: admission sees Scales; the
 		// Scale is validated, its replicas set on the parent, and the
-		// parent updated through the resource's own strategy.
-		old, err := h.toServed(r.res, cur)
-		if err != nil {
-			return nil, err
-		}
+		// parent updated through the resource's own strategy (a
+		// custom resource's validates the Scale's replicas there).
 		var parent runtime.Object
 		if _, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
 			s, ok := obj.(*autoscalingv1.Scale)
 			if !ok {
 				return nil, apierror.BadRequest("admission did not leave a Scale")
 			}
-			if errs, err := validateScale(s); err != nil {
-				return nil, err
-			} else if len(errs) > 0 {
-				return nil, apierror.Invalid(autoscaling.Kind("Scale"), r.info.Name, errs)
+			if r.res.CRD == nil {
+				if errs, err := validateScale(s); err != nil {
+					return nil, err
+				} else if len(errs) > 0 {
+					return nil, apierror.Invalid(autoscaling.Kind("Scale"), r.info.Name, errs)
+				}
 			}
-			next, err := setReplicas(old, s.Spec.Replicas)
+			next, err := h.setReplicas(r.res, old, s.Spec.Replicas)
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,209 @@
+package rest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/gateway/internal/customresource"
+	"github.com/kgate/kgate/gateway/internal/watchhub"
+	"github.com/kgate/kgate/storage/crds"
+	"github.com/kgate/kgate/storage/ranges"
+)
+
+var gadgets = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}
+
+// gadgetCRD: example.com/v1 Gadgets with status and scale subresources
+// (spec.replicas, status.replicas, status.selector); spec.color defaults
+// to blue.
+func gadgetCRD() *apiextensionsv1.CustomResourceDefinition {
+	sel := ".status.selector"
+	props := &apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"replicas": {Type: "integer"},
+				"color":    {Type: "string", Default: &apiextensionsv1.JSON{Raw: []byte(`"blue"`)}},
+			}},
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"replicas": {Type: "integer"}, "selector": {Type: "string"},
+			}},
+		},
+	}
+	names := apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Names: names, Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: props},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{
+					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+					Scale:  &apiextensionsv1.CustomResourceSubresourceScale{SpecReplicasPath: ".spec.replicas", StatusReplicasPath: ".status.replicas", LabelSelectorPath: &sel},
+				},
+			}},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{
+			AcceptedNames: names, StoredVersions: []string{"v1"},
+			Conditions: []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}},
+		},
+	}
+}
+
+// newCREnv is newEnv serving gadgets through the custom resource
+// semantics.
+func newCREnv(t *testing.T) *env {
+	t.Helper()
+	return newEnv(t, func(cfg *Config) {
+		if err := cfg.Registry.Add(crds.Resources(gadgetCRD())...); err != nil {
+			t.Fatal(err)
+		}
+		sem, err := customresource.New(cfg.Registry, semantics(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Semantics = sem
+		// The table the fake cache answers from covers the
+		// gadgets' range too (it accepts ranges it does not know).
+		table, err := ranges.Default(cfg.Registry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ranges = table
+	})
+}
+
+// gadget is a stored Gadget as an older schema left it: no spec.color.
+func gadget(name string, replicas int64, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget",
+		"metadata": map[string]any{"name": name, "namespace": "ns", "generation": int64(1)},
+		"spec":     map[string]any{"replicas": replicas},
+	}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+// TestCustomResourceScale: GET, PUT and PATCH of a custom resource's
+// scale subresource read and write the CRD's replicas paths, as
+// upstream's ScaleREST.
+func TestCustomResourceScale(t *testing.T) {
+	e := newCREnv(t)
+	e.seed(gadgets, gadget("g", 2, map[string]any{"replicas": int64(1), "selector": "app=g"}))
+	const path = "/apis/example.com/v1/namespaces/ns/gadgets/g/scale"
+	var s autoscalingv1.Scale
+	e.do("GET", path, nil).decode(t, &s)
+	if s.Kind != "Scale" || s.APIVersion != "autoscaling/v1" || s.Name != "g" || s.Spec.Replicas != 2 || s.Status.Replicas != 1 || s.Status.Selector != "app=g" {
+		t.Fatalf("scale %+v", s)
+	}
+	s.Spec.Replicas = 5
+	if r := e.do("PUT", path, mustJSON(t, &s)); r.code != 200 {
+		t.Fatalf("PUT scale: %d %s", r.code, r.body)
+	}
+	stored := e.stored(gadgets, "ns", "g").(*unstructured.Unstructured)
+	if n, _, _ := unstructured.NestedInt64(stored.Object, "spec", "replicas"); n != 5 {
+		t.Errorf("stored spec.replicas %d after PUT, want 5", n)
+	}
+	if stored.GetGeneration() != 2 {
+		t.Errorf("generation %d after a replicas change, want 2", stored.GetGeneration())
+	}
+	var got autoscalingv1.Scale
+	r := e.do("PATCH", path, []byte(`{"spec":{"replicas":7}}`), "Content-Type", "application/merge-patch+json")
+	r.decode(t, &got)
+	if got.Spec.Replicas != 7 || got.Status.Selector != "app=g" {
+		t.Errorf("patched scale %+v", got)
+	}
+	// A stale resourceVersion conflicts.
+	if r := e.do("PUT", path, mustJSON(t, &s)); r.code != 409 {
+		t.Errorf("stale PUT: %d, want 409", r.code)
+	}
+	// Negative replicas: the custom resource's validation, upstream's message.
+	got.Spec.Replicas = -1
+	r = e.do("PUT", path, mustJSON(t, &got))
+	if r.code != 422 || !strings.Contains(r.status.Message, "should be a non-negative integer") {
+		t.Errorf("negative replicas: %d %+v", r.code, r.status)
+	}
+	// Without spec replicas: GET is an internal error, as upstream's.
+	e.seed(gadgets, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget",
+		"metadata": map[string]any{"name": "empty", "namespace": "ns"},
+	}})
+	r = e.do("GET", "/apis/example.com/v1/namespaces/ns/gadgets/empty/scale", nil)
+	if r.code != 500 || !strings.Contains(r.status.Message, `the spec replicas field ".spec.replicas" does not exist`) {
+		t.Errorf("scale without replicas: %d %+v", r.code, r.status)
+	}
+}
+
+// TestCustomResourceReadDefaults: objects stored before a default was
+// added are served with it on get, list and watch, as upstream's storage
+// decoder defaults them; the stored bytes keep none.
+func TestCustomResourceReadDefaults(t *testing.T) {
+	e := newCREnv(t)
+	e.seed(gadgets, gadget("a", 1, nil), gadget("b", 1, nil))
+	color := func(t *testing.T, body []byte) string {
+		t.Helper()
+		var u unstructured.Unstructured
+		if err := json.Unmarshal(body, &u.Object); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		c, _, _ := unstructured.NestedString(u.Object, "spec", "color")
+		return c
+	}
+	if r := e.do("GET", "/apis/example.com/v1/namespaces/ns/gadgets/a", nil); r.code != 200 || color(t, r.body) != "blue" {
+		t.Errorf("get: %d %s", r.code, r.body)
+	}
+	r := e.do("GET", "/apis/example.com/v1/namespaces/ns/gadgets", nil)
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Items) != 2 {
+		t.Fatalf("list: %v %s", err, r.body)
+	}
+	for _, it := range list.Items {
+		if c := color(t, it); c != "blue" {
+			t.Errorf("list item color %q: %s", c, it)
+		}
+	}
+	if _, ok, _ := unstructured.NestedString(e.stored(gadgets, "ns", "a").(*unstructured.Unstructured).Object, "spec", "color"); ok {
+		t.Error("reading stored the default")
+	}
+	// A watch: the initial events (from the cache) and a delivered one,
+	// whose frame is memoized for every watcher.
+	w := e.watch(e.server(), "/apis/example.com/v1/namespaces/ns/gadgets?watch=1")
+	s := <-e.hub.started
+	for _, name := range []string{"a", "b"} {
+		var f frame
+		if err := w.dec.Decode(&f); err != nil {
+			t.Fatal(err)
+		}
+		if f.Type != "ADDED" || color(t, f.Object) != "blue" {
+			t.Errorf("initial event of %s: %s %s", name, f.Type, f.Object)
+		}
+	}
+	c := gadget("c", 3, nil)
+	c.SetResourceVersion("200")
+	b, err := e.w.codec.EncodeJSON(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.in <- watchhub.Delivery{Type: watchhub.Added, Rev: 200, Event: &watchhub.Shared{Event: event.Event{
+		Revision: 200, Key: e.resource(gadgets).Key("ns", "c"), Namespace: "ns", Name: "c", Object: b,
+	}}}
+	var f frame
+	if err := w.dec.Decode(&f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Type != "ADDED" || color(t, f.Object) != "blue" {
+		t.Errorf("delivered event: %s %s", f.Type, f.Object)
+	}
+}
