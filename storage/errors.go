@@ -25,6 +25,10 @@ var (
 	ErrRevisionTooLarge = errors.New("storage: resource version too large")
 	// ErrUnavailable: the backend (etcd, cache node) did not answer.
 	ErrUnavailable = errors.New("storage: unavailable")
+	// ErrNotReady: no cache node serves the range yet (a resource just
+	// added, or every replica restarting); an ErrUnavailable too, answered
+	// as kube-apiserver answers while its watch cache initializes.
+	ErrNotReady = fmt.Errorf("storage: not ready: %w", ErrUnavailable)
 	// ErrInvalidObject: a stored or given object cannot be decoded or
 	// encoded.
 	ErrInvalidObject = errors.New("storage: invalid object")

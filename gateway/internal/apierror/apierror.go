@@ -30,6 +30,13 @@ const (
 	timeoutMessage  = "request did not complete within requested timeout - context deadline exceeded"
 )
 
+// notReadyMessage and notReadySeconds are kube-apiserver's answer to a
+// read of a resource whose watch cache is initializing (a 429).
+const (
+	notReadyMessage = "storage is (re)initializing"
+	notReadySeconds = 1
+)
+
 // tooLargeRetrySeconds is the Retry-After of a resource version not yet
 // reached, as kube-apiserver's watch cache sends it.
 const tooLargeRetrySeconds = 1
@@ -63,6 +70,10 @@ func Status(err error, qualified schema.GroupResource, name string) *metav1.Stat
 			Type:    metav1.CauseTypeResourceVersionTooLarge,
 			Message: tooLargeMessage,
 		}}
+	case errors.Is(err, storage.ErrNotReady):
+		// As kube-apiserver's cacher while its watch cache initializes:
+		// client-go waits Retry-After and tries again.
+		se = apierrors.NewTooManyRequests(withDetail(notReadyMessage, err, storage.ErrNotReady), notReadySeconds)
 	case errors.Is(err, storage.ErrUnavailable):
 		se = apierrors.NewServiceUnavailable(err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

@@ -58,7 +58,7 @@ func New(cfg Config) (*Router, error) {
 }
 
 // ErrNoReplica is returned when no cache node serves a range.
-var ErrNoReplica = fmt.Errorf("route: no ready replica: %w", storage.ErrUnavailable)
+var ErrNoReplica = fmt.Errorf("route: no ready replica: %w", storage.ErrNotReady)
 
 func (r *Router) client(addr string) (*client.Client, error) {
 	r.mu.Lock()
