@@ -52,10 +52,13 @@ func update(kind, want string, mutate func(obj runtime.Object)) invalidCase {
 }
 
 // pathSegmentNames are the kinds upstream names with path segment rules
-// (anything but "/", "%", "." and ".."), not DNS names.
+// (anything but "/", "%", "." and ".."), not DNS names (a
+// CertificateSigningRequest's name function, ValidateCertificateRequestName,
+// accepts every name, leaving only the path segment rules).
 var pathSegmentNames = map[string]bool{
 	"/events": true, "events.k8s.io/events": true,
-	"rbac.authorization.k8s.io/roles": true, "rbac.authorization.k8s.io/clusterroles": true,
+	"certificates.k8s.io/certificatesigningrequests": true,
+	"rbac.authorization.k8s.io/roles":                true, "rbac.authorization.k8s.io/clusterroles": true,
 	"rbac.authorization.k8s.io/rolebindings": true, "rbac.authorization.k8s.io/clusterrolebindings": true,
 }
 

@@ -6,25 +6,34 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	apirest "k8s.io/apiserver/pkg/registry/rest"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 	_ "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
 	_ "k8s.io/kubernetes/pkg/apis/autoscaling/install"
 	_ "k8s.io/kubernetes/pkg/apis/batch/install"
+	_ "k8s.io/kubernetes/pkg/apis/certificates/install"
 	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
 	_ "k8s.io/kubernetes/pkg/apis/events/install"
+	_ "k8s.io/kubernetes/pkg/apis/flowcontrol/install"
 	_ "k8s.io/kubernetes/pkg/apis/networking/install"
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	_ "k8s.io/kubernetes/pkg/apis/resource/install"
 	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	_ "k8s.io/kubernetes/pkg/apis/storage/install"
+	_ "k8s.io/kubernetes/pkg/apis/storagemigration/install"
+	mutatingadmissionpolicyreg "k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicy"
+	mutatingadmissionpolicybindingreg "k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingadmissionpolicybinding"
 	mutatingwebhookconfigurationreg "k8s.io/kubernetes/pkg/registry/admissionregistration/mutatingwebhookconfiguration"
 	"k8s.io/kubernetes/pkg/registry/admissionregistration/resolver"
 	validatingadmissionpolicyreg "k8s.io/kubernetes/pkg/registry/admissionregistration/validatingadmissionpolicy"
@@ -38,6 +47,9 @@ import (
 	horizontalpodautoscalerreg "k8s.io/kubernetes/pkg/registry/autoscaling/horizontalpodautoscaler"
 	cronjobreg "k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	jobreg "k8s.io/kubernetes/pkg/registry/batch/job"
+	csrreg "k8s.io/kubernetes/pkg/registry/certificates/certificates"
+	clustertrustbundlereg "k8s.io/kubernetes/pkg/registry/certificates/clustertrustbundle"
+	podcertificaterequestreg "k8s.io/kubernetes/pkg/registry/certificates/podcertificaterequest"
 	leasereg "k8s.io/kubernetes/pkg/registry/coordination/lease"
 	configmapreg "k8s.io/kubernetes/pkg/registry/core/configmap"
 	endpointreg "k8s.io/kubernetes/pkg/registry/core/endpoint"
@@ -55,6 +67,8 @@ import (
 	servicereg "k8s.io/kubernetes/pkg/registry/core/service"
 	serviceaccountreg "k8s.io/kubernetes/pkg/registry/core/serviceaccount"
 	endpointslicereg "k8s.io/kubernetes/pkg/registry/discovery/endpointslice"
+	flowschemareg "k8s.io/kubernetes/pkg/registry/flowcontrol/flowschema"
+	prioritylevelconfigurationreg "k8s.io/kubernetes/pkg/registry/flowcontrol/prioritylevelconfiguration"
 	ingressreg "k8s.io/kubernetes/pkg/registry/networking/ingress"
 	ingressclassreg "k8s.io/kubernetes/pkg/registry/networking/ingressclass"
 	networkpolicyreg "k8s.io/kubernetes/pkg/registry/networking/networkpolicy"
@@ -66,10 +80,18 @@ import (
 	rolereg "k8s.io/kubernetes/pkg/registry/rbac/role"
 	rolebindingreg "k8s.io/kubernetes/pkg/registry/rbac/rolebinding"
 	deviceclassreg "k8s.io/kubernetes/pkg/registry/resource/deviceclass"
+	devicetaintrulereg "k8s.io/kubernetes/pkg/registry/resource/devicetaintrule"
+	resourceclaimreg "k8s.io/kubernetes/pkg/registry/resource/resourceclaim"
+	resourceclaimtemplatereg "k8s.io/kubernetes/pkg/registry/resource/resourceclaimtemplate"
+	resourceslicereg "k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 	priorityclassreg "k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
 	csidriverreg "k8s.io/kubernetes/pkg/registry/storage/csidriver"
+	csinodereg "k8s.io/kubernetes/pkg/registry/storage/csinode"
+	csistoragecapacityreg "k8s.io/kubernetes/pkg/registry/storage/csistoragecapacity"
 	storageclassreg "k8s.io/kubernetes/pkg/registry/storage/storageclass"
+	volumeattachmentreg "k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
 	volumeattributesclassreg "k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
+	storagemigrationreg "k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
 
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -90,6 +112,22 @@ func noResolver(gvk schema.GroupVersionKind) (schema.GroupVersionResource, error
 }
 
 var vapStrategy = validatingadmissionpolicyreg.NewStrategy(nil, resolver.ResourceResolverFunc(noResolver))
+
+// noNamespaces is the namespace reader of the resource.k8s.io strategies,
+// read only for a request of adminAccess to devices, which no test here
+// makes (the gateway's has the same answer).
+type noNamespaces struct {
+	corev1client.NamespaceInterface // nil: only Get is called
+}
+
+func (noNamespaces) Get(context.Context, string, metav1.GetOptions) (*corev1.Namespace, error) {
+	return nil, errors.New("no namespaces in these tests")
+}
+
+var (
+	claimStrategy = resourceclaimreg.NewStrategy(noNamespaces{}, nil)
+	pcrStrategy   = podcertificaterequestreg.NewStrategy()
+)
 
 // upstreamStrategies: every stored built-in resource's main strategy.
 var upstreamStrategies = map[string]upstreamStrategy{
@@ -120,6 +158,21 @@ var upstreamStrategies = map[string]upstreamStrategy{
 	"resource.k8s.io/deviceclasses":                                  deviceclassreg.Strategy,
 	"storage.k8s.io/csidrivers":                                      csidriverreg.Strategy,
 	"storage.k8s.io/volumeattributesclasses":                         volumeattributesclassreg.Strategy,
+	"certificates.k8s.io/certificatesigningrequests":                 csrreg.Strategy,
+	"certificates.k8s.io/clustertrustbundles":                        clustertrustbundlereg.Strategy,
+	"certificates.k8s.io/podcertificaterequests":                     pcrStrategy,
+	"flowcontrol.apiserver.k8s.io/flowschemas":                       flowschemareg.Strategy,
+	"flowcontrol.apiserver.k8s.io/prioritylevelconfigurations":       prioritylevelconfigurationreg.Strategy,
+	"resource.k8s.io/resourceclaims":                                 claimStrategy,
+	"resource.k8s.io/resourceclaimtemplates":                         resourceclaimtemplatereg.NewStrategy(noNamespaces{}),
+	"resource.k8s.io/resourceslices":                                 resourceslicereg.Strategy,
+	"resource.k8s.io/devicetaintrules":                               devicetaintrulereg.Strategy,
+	"storage.k8s.io/csinodes":                                        csinodereg.Strategy,
+	"storage.k8s.io/csistoragecapacities":                            csistoragecapacityreg.Strategy,
+	"storage.k8s.io/volumeattachments":                               volumeattachmentreg.Strategy,
+	"admissionregistration.k8s.io/mutatingadmissionpolicies":         mutatingadmissionpolicyreg.NewStrategy(nil, resolver.ResourceResolverFunc(noResolver)),
+	"admissionregistration.k8s.io/mutatingadmissionpolicybindings":   mutatingadmissionpolicybindingreg.NewStrategy(nil, nil, resolver.ResourceResolverFunc(noResolver)),
+	"storagemigration.k8s.io/storageversionmigrations":               storagemigrationreg.Strategy,
 }
 
 // upstreamCauses runs upstream's create (old nil) or update of obj, a
