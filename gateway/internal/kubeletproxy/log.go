@@ -70,11 +70,11 @@ func (p *Proxy) serveLog(ctx context.Context, rc *fasthttp.RequestCtx, info *req
 	}
 	auditID := string(rc.Response.Header.Peek(headerAuditID))
 	rc.HijackSetNoResponse(true)
-	p.sessions.admit()
+	p.sessions.Admit()
 	rc.Hijack(func(c net.Conn) {
 		raw := rawConn(c) // closed to cut the stream at shutdown
-		p.sessions.attach(raw)
-		defer p.sessions.end(raw)
+		p.sessions.Attach(raw)
+		defer p.sessions.End(raw)
 		defer cancel()
 		defer body.Close()
 		p.streamLog(sctx, cancel, c, body, contentType, auditID)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/hijacked"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -107,7 +108,7 @@ type Proxy struct {
 	conns    kubeletclient.ConnectionInfoGetter // guarded
 	plain    http.RoundTripper                  // to pods and other node ports
 	resolver *net.Resolver
-	sessions sessions
+	sessions hijacked.Conns
 }
 
 // New builds a proxy; base is the gateway's lifetime: sessions end when

@@ -39,11 +39,11 @@ func (p *Proxy) serveHTTP(rc *fasthttp.RequestCtx, info *requestinfo.Info, h htt
 	rc.HijackSetNoResponse(true)
 	// Counted now, while fasthttp's Shutdown still waits for this
 	// handler: it does not wait for the hijacked connection.
-	p.sessions.admit()
+	p.sessions.Admit()
 	rc.Hijack(func(c net.Conn) {
 		wc := newReplayConn(c, head)
-		p.sessions.attach(wc)
-		defer p.sessions.end(wc)
+		p.sessions.Attach(wc)
+		defer p.sessions.End(wc)
 		p.serveConn(wc, auditID, what, h)
 	})
 }
@@ -240,80 +240,17 @@ type dummyAddr struct{}
 func (dummyAddr) Network() string { return "tcp" }
 func (dummyAddr) String() string  { return "kubeletproxy" }
 
-// sessions are the proxied requests running on hijacked connections.
-type sessions struct {
-	mu    sync.Mutex // guards n, conns and idle
-	n     int
-	conns map[net.Conn]struct{}
-	idle  chan struct{} // closed when n drops to 0
-}
-
-func (s *sessions) admit() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == 0 {
-		s.idle = make(chan struct{})
-	}
-	s.n++
-}
-
-func (s *sessions) attach(c net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns == nil {
-		s.conns = map[net.Conn]struct{}{}
-	}
-	s.conns[c] = struct{}{}
-}
-
-func (s *sessions) end(c net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.conns, c)
-	s.n--
-	if s.n == 0 {
-		close(s.idle)
-	}
-}
-
-func (s *sessions) wait(ctx context.Context) bool {
-	s.mu.Lock()
-	n, idle := s.n, s.idle
-	s.mu.Unlock()
-	if n == 0 {
-		return true
-	}
-	select {
-	case <-idle:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (s *sessions) cut() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		_ = c.Close()
-	}
-	return len(s.conns)
-}
-
 // Wait waits until every proxied session has ended, after the base
 // context was cancelled (which ends them). When ctx ends first it closes
 // their connections and waits a little longer; it returns an error when
 // some still run then.
 func (p *Proxy) Wait(ctx context.Context) error {
-	if p.sessions.wait(ctx) {
-		return nil
+	cut, running := p.sessions.Drain(ctx, time.Second)
+	if running > 0 {
+		return fmt.Errorf("cannot end proxied sessions: %d still run", running)
 	}
-	n := p.sessions.cut()
-	cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if p.sessions.wait(cctx) {
-		p.log.Warn("proxied sessions cut at shutdown", "sessions", n)
-		return nil
+	if cut > 0 {
+		p.log.Warn("proxied sessions cut at shutdown", "sessions", cut)
 	}
-	return errors.New("cannot end proxied sessions: some still run")
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/hijacked"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/table"
@@ -110,7 +111,7 @@ const (
 type Handler struct {
 	cfg     Config
 	base    context.Context
-	streams watchStreams     // watch.go
+	streams hijacked.Conns   // watch streams (watch.go)
 	tables  *table.Converter // kubectl's tables, from upstream's printers
 }
 

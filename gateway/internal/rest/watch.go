@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,10 +121,10 @@ func (h *Handler) watch(r *request) error {
 	r.rc.HijackSetNoResponse(true)
 	// Counted now, while fasthttp's Shutdown still waits for this
 	// handler: it does not wait for the hijacked connection.
-	h.streams.admit()
+	h.streams.Admit()
 	r.rc.Hijack(func(c net.Conn) {
-		h.streams.attach(c)
-		defer h.streams.end(c)
+		h.streams.Attach(c)
+		defer h.streams.End(c)
 		h.streamWatch(c, p)
 	})
 	return nil
@@ -141,90 +140,14 @@ const cutWait = time.Second
 // write blocked on a client that reads nothing fails, and waits a little
 // longer; it returns an error when some still run then.
 func (h *Handler) WaitWatches(ctx context.Context) error {
-	if h.streams.wait(ctx) {
-		return nil
+	cut, running := h.streams.Drain(ctx, cutWait)
+	if running > 0 {
+		return fmt.Errorf("cannot end watch streams: %d still run", running)
 	}
-	n := h.streams.cut()
-	cctx, cancel := context.WithTimeout(context.Background(), cutWait)
-	defer cancel()
-	if h.streams.wait(cctx) {
-		h.cfg.Logger.Warn("watch streams cut at shutdown", "streams", n)
-		return nil
+	if cut > 0 {
+		h.cfg.Logger.Warn("watch streams cut at shutdown", "streams", cut)
 	}
-	return fmt.Errorf("cannot end watch streams: %d still run", h.streams.running())
-}
-
-// watchStreams are the watches streaming on hijacked connections.
-type watchStreams struct {
-	mu    sync.Mutex // guards n, conns and idle
-	n     int        // admitted and not ended
-	conns map[net.Conn]struct{}
-	idle  chan struct{} // closed when n drops to 0
-}
-
-// admit counts a watch whose connection is about to be hijacked.
-func (w *watchStreams) admit() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == 0 {
-		w.idle = make(chan struct{})
-	}
-	w.n++
-}
-
-// attach records the connection of an admitted watch.
-func (w *watchStreams) attach(c net.Conn) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.conns == nil {
-		w.conns = map[net.Conn]struct{}{}
-	}
-	w.conns[c] = struct{}{}
-}
-
-// end records that an admitted watch ended.
-func (w *watchStreams) end(c net.Conn) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.conns, c)
-	w.n--
-	if w.n == 0 {
-		close(w.idle)
-	}
-}
-
-// wait reports whether no watch runs, waiting until none does or ctx
-// ends.
-func (w *watchStreams) wait(ctx context.Context) bool {
-	w.mu.Lock()
-	n, idle := w.n, w.idle
-	w.mu.Unlock()
-	if n == 0 {
-		return true
-	}
-	select {
-	case <-idle:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// cut closes the connections of the running watches and returns how
-// many it closed.
-func (w *watchStreams) cut() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for c := range w.conns {
-		c.Close()
-	}
-	return len(w.conns)
-}
-
-func (w *watchStreams) running() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.n
+	return nil
 }
 
 // progressWait bounds how long a bookmark waits for a merged watch's
