@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -164,18 +165,7 @@ func (s *Semantics) Update(ctx context.Context, res *registry.Resource, subresou
 	// strategy bumps it.
 	m.SetGeneration(oldMeta.GetGeneration())
 	strat.PrepareForUpdate(ctx, internal, oldInternal)
-	if m.GetUID() == "" {
-		m.SetUID(oldMeta.GetUID())
-	}
-	if t := oldMeta.GetCreationTimestamp(); !t.IsZero() {
-		m.SetCreationTimestamp(t)
-	}
-	if !oldMeta.GetDeletionTimestamp().IsZero() {
-		m.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
-	}
-	if oldMeta.GetDeletionGracePeriodSeconds() != nil && m.GetDeletionGracePeriodSeconds() == nil {
-		m.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
-	}
+	KeepSystemFields(m, oldMeta)
 	if errs := rest.ValidateUpdate(ctx, internal, oldInternal, strat); len(errs) > 0 {
 		return Result{Errors: errs}, nil
 	}
@@ -272,4 +262,22 @@ func requestContext(ctx context.Context, res *registry.Resource, subresource, ve
 		Subresource:       subresource,
 		Name:              m.GetName(),
 	}), nil
+}
+
+// KeepSystemFields carries over from old what an update request never
+// sets, as rest.BeforeUpdate does: the uid (when the request has none),
+// the creation timestamp, and a deletion already under way.
+func KeepSystemFields(m, old metav1.Object) {
+	if m.GetUID() == "" {
+		m.SetUID(old.GetUID())
+	}
+	if t := old.GetCreationTimestamp(); !t.IsZero() {
+		m.SetCreationTimestamp(t)
+	}
+	if !old.GetDeletionTimestamp().IsZero() {
+		m.SetDeletionTimestamp(old.GetDeletionTimestamp())
+	}
+	if old.GetDeletionGracePeriodSeconds() != nil && m.GetDeletionGracePeriodSeconds() == nil {
+		m.SetDeletionGracePeriodSeconds(old.GetDeletionGracePeriodSeconds())
+	}
 }

@@ -197,18 +197,7 @@ func (s *Semantics) Update(ctx context.Context, res *registry.Resource, subresou
 	ctx = requestContext(ctx, res, subresource, "update", m)
 	m.SetGeneration(oldMeta.GetGeneration())
 	strat.PrepareForUpdate(ctx, obj, old)
-	if m.GetUID() == "" {
-		m.SetUID(oldMeta.GetUID())
-	}
-	if t := oldMeta.GetCreationTimestamp(); !t.IsZero() {
-		m.SetCreationTimestamp(t)
-	}
-	if !oldMeta.GetDeletionTimestamp().IsZero() {
-		m.SetDeletionTimestamp(oldMeta.GetDeletionTimestamp())
-	}
-	if oldMeta.GetDeletionGracePeriodSeconds() != nil && m.GetDeletionGracePeriodSeconds() == nil {
-		m.SetDeletionGracePeriodSeconds(oldMeta.GetDeletionGracePeriodSeconds())
-	}
+	builtin.KeepSystemFields(m, oldMeta)
 	if errs := rest.ValidateUpdate(ctx, obj, old, strat); len(errs) > 0 {
 		return builtin.Result{Errors: errs}, nil
 	}
