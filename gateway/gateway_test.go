@@ -22,22 +22,7 @@ func TestGatewayLeaksNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and NATS")
 	}
-	etcd := storagetest.StartEtcd(t)
-	ns, err := natsembed.Start(natsembed.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	b, err := backend.Open(backend.Config{Etcd: etcd, Logger: storagetest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b, nc := startStack(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,4 +83,27 @@ func TestGatewayLeaksNothing(t *testing.T) {
 			t.Fatalf("Run: %v", err)
 		}
 	})
+}
+
+// startStack starts etcd and NATS in-process and opens the storage stack
+// on them, all closed when t ends.
+func startStack(t *testing.T) (*backend.Backend, *nats.Conn) {
+	t.Helper()
+	etcd := storagetest.StartEtcd(t)
+	ns, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	b, err := backend.Open(backend.Config{Etcd: etcd, Logger: storagetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, nc
 }

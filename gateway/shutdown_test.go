@@ -15,11 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kgate/kgate/cachenode/natsembed"
-	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/storagetest"
 )
 
@@ -31,22 +28,7 @@ func TestShutdownDelay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and NATS")
 	}
-	etcd := storagetest.StartEtcd(t)
-	ns, err := natsembed.Start(natsembed.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	b, err := backend.Open(backend.Config{Etcd: etcd, Logger: storagetest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b, nc := startStack(t)
 	prom := prometheus.NewRegistry()
 	cfg := Config{
 		Listen: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{selfSigned(t)}, NextProtos: []string{"http/1.1"}},
