@@ -108,5 +108,5 @@ func (g *Gateway) readError(rc *fasthttp.RequestCtx, err error) {
 		st = &apierror.BadRequest(fmt.Sprintf("cannot read request: %v", err)).ErrStatus
 	}
 	g.writeStatus(rc, st)
-	g.metrics.Observe(&requestinfo.Info{}, int(st.Code), 0)
+	g.metrics.Observe(rc, &requestinfo.Info{}, int(st.Code), 0)
 }

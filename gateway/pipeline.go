@@ -13,6 +13,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/guard"
+	"github.com/kgate/kgate/gateway/internal/latency"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/rest"
 	"github.com/kgate/kgate/storage/registry"
@@ -61,6 +62,7 @@ type (
 // Status, log it and count the request.
 func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 	start := time.Now()
+	latency.Start(rc)
 	var info requestinfo.Info
 	defer g.guard.Finish(rc, &info) // audit, fairness: after the Status is written
 	defer func() {
@@ -84,10 +86,10 @@ func (g *Gateway) handle(rc *fasthttp.RequestCtx) {
 	if rc.Hijacked() {
 		// Watches are counted when they start; their duration is the
 		// stream's, not this handler's.
-		g.metrics.Observe(&info, 200, time.Since(start))
+		g.metrics.Observe(rc, &info, 200, time.Since(start))
 		return
 	}
-	g.metrics.Observe(&info, rc.Response.StatusCode(), time.Since(start))
+	g.metrics.Observe(rc, &info, rc.Response.StatusCode(), time.Since(start))
 }
 
 func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {

@@ -124,6 +124,7 @@ type Config struct {
 	Sleep func(time.Duration)
 	After func(time.Duration) <-chan time.Time
 	// Metrics registers kgate_gateway_inflight,
+	// apiserver_current_inflight_requests,
 	// kgate_gateway_rejected_total, kgate_gateway_queued_requests and
 	// kgate_gateway_queue_wait_seconds; required.
 	Metrics prometheus.Registerer
@@ -131,12 +132,13 @@ type Config struct {
 
 // Limiter applies a Config.
 type Limiter struct {
-	cfg      Config
-	levels   map[string]*level
-	inflight *prometheus.GaugeVec
-	rejected *prometheus.CounterVec
-	queued   *prometheus.GaugeVec
-	wait     *prometheus.HistogramVec
+	cfg          Config
+	levels       map[string]*level
+	inflight     *prometheus.GaugeVec
+	inflightKind *prometheus.GaugeVec
+	rejected     *prometheus.CounterVec
+	queued       *prometheus.GaugeVec
+	wait         *prometheus.HistogramVec
 
 	mu      sync.Mutex // guards users and sweepAt
 	users   map[string]*userState
@@ -213,6 +215,9 @@ func New(cfg Config) (*Limiter, error) {
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kgate_gateway_inflight", Help: "Requests in flight by priority level (long-running requests excluded).",
 		}, []string{"level"}),
+		inflightKind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "apiserver_current_inflight_requests", Help: "Requests in flight by kind (readOnly, mutating), as kube-apiserver's name: long-running requests excluded.",
+		}, []string{"request_kind"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_gateway_rejected_total", Help: "Requests rejected with 429 by fairness, by reason.",
 		}, []string{"reason"}),
@@ -224,7 +229,7 @@ func New(cfg Config) (*Limiter, error) {
 			Buckets: []float64{0, .005, .02, .05, .1, .2, .5, 1, 2, 5, 10, 15, 30},
 		}, []string{"level"}),
 	}
-	for _, c := range []prometheus.Collector{l.inflight, l.rejected, l.queued, l.wait} {
+	for _, c := range []prometheus.Collector{l.inflight, l.inflightKind, l.rejected, l.queued, l.wait} {
 		if err := cfg.Metrics.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register fairness metrics: %w", err)
 		}
@@ -306,6 +311,7 @@ type Ticket struct {
 	user  string
 	pool  *queueSet        // nil: no seat held
 	gauge prometheus.Gauge // nil: not counted in flight
+	kind  prometheus.Gauge // apiserver_current_inflight_requests, set with gauge
 	watch bool
 }
 
@@ -337,6 +343,11 @@ func (l *Limiter) Admit(ctx context.Context, r *Request) (*Ticket, error) {
 	}
 	lv.gauge.Inc()
 	t.gauge = lv.gauge
+	t.kind = l.inflightKind.WithLabelValues("readOnly")
+	if mutating(r.Verb) {
+		t.kind = l.inflightKind.WithLabelValues("mutating")
+	}
+	t.kind.Inc()
 	return t, nil
 }
 
@@ -461,7 +472,8 @@ func (t *Ticket) Done(verb string, responseBytes int) {
 	}
 	if t.gauge != nil {
 		t.gauge.Dec()
-		t.gauge = nil
+		t.kind.Dec()
+		t.gauge, t.kind = nil, nil
 	}
 	l := t.l
 	if verb != "list" || l.cfg.ListBytesPerSecond == 0 || responseBytes <= 0 {

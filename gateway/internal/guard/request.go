@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 	authnv1 "k8s.io/api/authentication/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/audit"
 	"github.com/kgate/kgate/gateway/internal/fairness"
+	"github.com/kgate/kgate/gateway/internal/latency"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/rest"
 )
@@ -98,11 +100,15 @@ func (g *Guard) Unauthenticated(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 func (g *Guard) Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
 	rg := g.startAudit(rc, info, u)
 	rg.wait = waitContext{base: g.base, conn: rc.Conn()}
+	queued := time.Now()
 	t, err := g.limiter.Admit(&rg.wait, &fairness.Request{
 		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb,
 		APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
 	})
 	rg.wait.stop()
+	// Time in a fair queue is not the server's: kube-apiserver's SLI
+	// latency leaves it out.
+	latency.From(rc).Since(queued)
 	var rej *fairness.Rejected
 	if errors.As(err, &rej) {
 		rg.level = rej.Level

@@ -291,3 +291,18 @@ func lowerMethod(m string) string {
 	}
 	return strings.ToLower(m)
 }
+
+// Scope is the scope label of kube-apiserver's request metrics
+// (CleanScope): "resource" for a named object or a create, "namespace",
+// "cluster", or "" for a non-resource request.
+func (i *Info) Scope() string {
+	switch {
+	case i.Name != "" || i.Verb == "create":
+		return "resource"
+	case i.Namespace != "":
+		return "namespace"
+	case i.IsResourceRequest:
+		return "cluster"
+	}
+	return ""
+}

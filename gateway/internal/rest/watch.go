@@ -125,6 +125,7 @@ func (h *Handler) watch(r *request) error {
 	r.rc.Hijack(func(c net.Conn) {
 		h.streams.Attach(c)
 		defer h.streams.End(c)
+		defer h.cfg.Metrics.longRunningWatch(p.r.info)()
 		h.streamWatch(c, p)
 	})
 	return nil
@@ -214,7 +215,7 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		case <-ctx.Done():
 		}
 	}()
-	enc := &watchEncoder{h: h, r: &p.r}
+	enc := &watchEncoder{h: h, r: &p.r, sent: h.cfg.Metrics.watchCounter(p.r.info)}
 	since := p.since
 	if p.initial {
 		rev, err := h.sendInitial(ctx, s, enc, p)
@@ -310,6 +311,7 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		if err := s.Write(frame); err != nil {
 			return
 		}
+		enc.sent.sent(len(frame))
 	}
 }
 
@@ -326,6 +328,7 @@ func (h *Handler) sendInitial(ctx context.Context, s *stream.Stream, enc *watchE
 				return 0, err
 			}
 			frames = append(frames, f...)
+			enc.sent.sent(len(f))
 		}
 		if err := s.Write(frames); err != nil {
 			return 0, err

@@ -21,6 +21,7 @@ type watchEncoder struct {
 	h         *Handler
 	r         *request
 	tableSent bool
+	sent      eventCounter // apiserver_watch_events_total and _sizes
 }
 
 func eventType(t watchhub.Type) watch.EventType { return watch.EventType(t.String()) }

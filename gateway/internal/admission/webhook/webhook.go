@@ -24,6 +24,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/expr"
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/latency"
 )
 
 // lister lists every configuration of a kind (feed.Store).
@@ -153,6 +154,9 @@ func dryRunUnsupported(name string) error {
 // Admit runs the mutating webhooks in order, then once more those that
 // asked to be reinvoked when a later webhook changed the object.
 func (m mutating) Admit(ctx context.Context, a *admission.Attributes) error {
+	// Webhook time is not the server's: kube-apiserver's SLI latency
+	// leaves it out.
+	defer latency.From(ctx).Since(time.Now())
 	p := m.p
 	hooks := p.mutatingHooks()
 	var selected []*hook
@@ -228,6 +232,7 @@ func (p *Plugin) mutate(ctx context.Context, h *hook, a *admission.Attributes) (
 // Validate calls the selected validating webhooks in parallel; the first
 // denial (in configuration order) rejects.
 func (v validating) Validate(ctx context.Context, a *admission.Attributes) error {
+	defer latency.From(ctx).Since(time.Now())
 	p := v.p
 	var selected []*hook
 	var vars activation
