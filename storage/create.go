@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,7 +47,9 @@ func (s *Store) Create(ctx context.Context, res *registry.Resource, obj runtime.
 	m.SetDeletionTimestamp(nil)
 	m.SetDeletionGracePeriodSeconds(nil)
 
+	start := time.Now()
 	rev, err := s.create(ctx, res, ns, name, obj, m)
+	s.metrics.record("create", res, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create %s: %w", describe(res, ns, name), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,7 +50,9 @@ func (s *Store) Delete(ctx context.Context, res *registry.Resource, ns, name str
 	if !res.Namespaced {
 		ns = ""
 	}
+	start := time.Now()
 	obj, deleted, err = s.delete(ctx, res, ns, name, pre, decide)
+	s.metrics.record("delete", res, start, err)
 	var ue errUser
 	if errors.As(err, &ue) {
 		return nil, false, ue.err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -55,6 +56,10 @@ type Config struct {
 	// upstream's lease manager does. Rounded down to whole seconds (at
 	// least one). Zero keeps events until deleted.
 	EventTTL time.Duration
+	// Metrics, when set, registers kube-apiserver's etcd request metrics
+	// (etcd_request_duration_seconds, etcd_requests_total,
+	// etcd_request_errors_total).
+	Metrics prometheus.Registerer
 }
 
 // Store reads and writes typed objects in etcd with kube-apiserver's key
@@ -72,6 +77,7 @@ type Store struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	maxRequest int
+	metrics    *metrics // nil: none
 }
 
 // New returns a Store.
@@ -100,7 +106,12 @@ func New(cfg Config) (*Store, error) {
 	if cfg.EventTTL > 0 {
 		ttl = max(int64(cfg.EventTTL/time.Second), 1)
 	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	return &Store{
+		metrics:    m,
 		eventTTL:   ttl,
 		leases:     &leases{client: cfg.Client.Lease, now: cfg.Now},
 		kv:         cfg.Client.KV,
@@ -159,6 +170,13 @@ func (p Preconditions) check(m metav1.Object, rev int64) error {
 // rev > 0 reads the state at that revision (ErrCompacted when compacted,
 // ErrRevisionTooLarge when in the future). ErrNotFound when missing.
 func (s *Store) Get(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (runtime.Object, error) {
+	start := time.Now()
+	obj, err := s.get(ctx, res, ns, name, rev)
+	s.metrics.record("get", res, start, err)
+	return obj, err
+}
+
+func (s *Store) get(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (runtime.Object, error) {
 	key, err := objectKey(res, ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot get %s: %w", describe(res, ns, name), err)
@@ -182,6 +200,13 @@ func (s *Store) Get(ctx context.Context, res *registry.Resource, ns, name string
 // straight from etcd, in key order, one page per call. All pages read with
 // the first page's Revision are one consistent snapshot.
 func (s *Store) List(ctx context.Context, res *registry.Resource, ns string, opts ListOptions) (*ListResult, error) {
+	start := time.Now()
+	out, err := s.list(ctx, res, ns, opts)
+	s.metrics.record("list", res, start, err)
+	return out, err
+}
+
+func (s *Store) list(ctx context.Context, res *registry.Resource, ns string, opts ListOptions) (*ListResult, error) {
 	what := res.Resource
 	if res.Namespaced && ns != "" {
 		what += " in " + ns

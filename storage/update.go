@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,7 +37,9 @@ func (s *Store) Update(ctx context.Context, res *registry.Resource, ns, name str
 	if !res.Namespaced {
 		ns = ""
 	}
+	start := time.Now()
 	obj, err := s.update(ctx, res, ns, name, pre, tryUpdate)
+	s.metrics.record("update", res, start, err)
 	var ue errUser
 	if errors.As(err, &ue) {
 		return nil, ue.err

@@ -111,7 +111,7 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	}
 	log.Info("NATS connected", "took", time.Since(t0))
 	t0 = time.Now()
-	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Logger: log}
+	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Metrics: b.prom, Logger: log}
 	for _, t := range tune {
 		t(&bcfg)
 	}
@@ -225,7 +225,7 @@ func runCachenode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	hs, err := health.New(health.Config{Listen: *metricsAddr, Ready: c.Node.Ready, Gatherer: b.prom})
+	hs, err := health.New(health.Config{Listen: *metricsAddr, Ready: c.Node.Ready, Checks: c.Node.Checks, Gatherer: b.prom})
 	if err != nil {
 		c.Close()
 		return err

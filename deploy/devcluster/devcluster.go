@@ -225,7 +225,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	}
 	t0 = time.Now()
 	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR,
-		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, Logger: log}); err != nil {
+		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, Logger: log,
+		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"component": "storage"}, c.Registry)}); err != nil {
 		return err
 	}
 	log.Info("storage opened", "took", time.Since(t0))

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"time"
 
@@ -51,6 +52,9 @@ type Config struct {
 	// EventTTL is storage.Config.EventTTL (kube-apiserver's --event-ttl);
 	// zero keeps events until deleted.
 	EventTTL time.Duration
+	// Metrics, when set, registers the store's etcd request metrics
+	// (storage.Config.Metrics).
+	Metrics prometheus.Registerer
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -102,7 +106,7 @@ func Open(cfg Config) (_ *Backend, err error) {
 		{"codec", func() error { b.Codec = codec.New(b.Registry.Scheme()); return nil }},
 		{"ranges", func() (err error) { b.Ranges, err = ranges.Follow(b.Registry, cfg.Splits); return err }},
 		{"store", func() (err error) {
-			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, EventTTL: cfg.EventTTL, Logger: cfg.Logger.With("component", "storage")})
+			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, EventTTL: cfg.EventTTL, Metrics: cfg.Metrics, Logger: cfg.Logger.With("component", "storage")})
 			return err
 		}},
 		{"revisions", func() (err error) {
