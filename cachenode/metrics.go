@@ -73,7 +73,33 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 				Name: "kgate_cachenode_window_budget_evictions_total", Help: "Events evicted from windows to keep the node within its window budget.",
 			}, func() float64 { return float64(n.budget.Evictions()) }),
 			m.ownerChanges, m.sync, m.handoff,
+			storageObjects{n},
 		)
 	}
 	return m
+}
+
+// storageObjects exports kube-apiserver's object counts
+// (apiserver_storage_objects{resource}, apiserver_resource_objects{group,
+// resource}) for the ranges this node publishes: each range has one
+// primary, so the sum over the cache nodes is the count of the cluster.
+type storageObjects struct{ n *Node }
+
+var (
+	storageObjectsDesc = prometheus.NewDesc("apiserver_storage_objects",
+		"Number of stored objects at the time of last check split by kind, counted on the cache node that publishes each range: sum over cache nodes.", []string{"resource"}, nil)
+	resourceObjectsDesc = prometheus.NewDesc("apiserver_resource_objects",
+		"Number of stored objects at the time of last check split by group and resource, counted on the cache node that publishes each range: sum over cache nodes.", []string{"group", "resource"}, nil)
+)
+
+func (c storageObjects) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storageObjectsDesc
+	ch <- resourceObjectsDesc
+}
+
+func (c storageObjects) Collect(ch chan<- prometheus.Metric) {
+	for gr, k := range c.n.primaryObjects() {
+		ch <- prometheus.MustNewConstMetric(storageObjectsDesc, prometheus.GaugeValue, float64(k), gr.String())
+		ch <- prometheus.MustNewConstMetric(resourceObjectsDesc, prometheus.GaugeValue, float64(k), gr.Group, gr.Resource)
+	}
 }

@@ -7,10 +7,12 @@
 package cachenode
 
 import (
+	"github.com/kgate/kgate/cachenode/health"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"maps"
 	"slices"
@@ -251,6 +253,9 @@ type RangeStatus struct {
 	Ready   bool
 	Seen    int64
 	Primary bool
+	// Inconsistent: the consistency checker found the cache different
+	// from etcd, and the relist that repairs it has not finished.
+	Inconsistent bool
 }
 
 // Status lists the ranges the node reflects.
@@ -259,9 +264,45 @@ func (n *Node) Status() []RangeStatus {
 	defer n.mu.Unlock()
 	out := make([]RangeStatus, 0, len(n.running))
 	for id, s := range n.running {
-		out = append(out, RangeStatus{ID: id, Ready: s.r.Ready(), Seen: s.r.Seen(), Primary: s.primary})
+		out = append(out, RangeStatus{ID: id, Ready: s.r.Ready(), Seen: s.r.Seen(), Primary: s.primary, Inconsistent: s.r.Inconsistent()})
 	}
 	slices.SortFunc(out, func(a, b RangeStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Checks are the per-range lines of /readyz?verbose: each range synced
+// and, once checked, consistent with etcd.
+func (n *Node) Checks() []health.Check {
+	var out []health.Check
+	for _, s := range n.Status() {
+		c := health.Check{Name: "range " + s.ID}
+		switch {
+		case !s.Ready:
+			c.Err = errors.New("not synced")
+		case s.Inconsistent:
+			c.Err = errors.New("differs from etcd, relisting")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// primaryObjects counts the objects of the ready ranges this node
+// publishes, by resource.
+func (n *Node) primaryObjects() map[schema.GroupResource]int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[schema.GroupResource]int{}
+	for _, s := range n.running {
+		if !s.primary {
+			continue
+		}
+		snap, err := s.r.Snapshot()
+		if err != nil {
+			continue // not ready: nothing to count yet
+		}
+		out[s.r.Range().Resource.GVR().GroupResource()] += snap.Len()
+	}
 	return out
 }
 

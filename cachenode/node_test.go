@@ -265,6 +265,10 @@ func TestReadAPI(t *testing.T) {
 	if len(l.Items) != 10 || l.Revision < resp.Header.Revision {
 		t.Fatalf("List = %d items at %d", len(l.Items), l.Revision)
 	}
+	// The only node publishes every range: kube-apiserver's object count.
+	if got := storageObjects(t, reg, "pods"); got != 10 {
+		t.Errorf("apiserver_storage_objects{resource=pods} = %v, want 10", got)
+	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("NotOlderThan on a quiet range took %v", d)
 	}
@@ -410,4 +414,25 @@ func TestWindowBudget(t *testing.T) {
 	if !errors.Is(err, storage.ErrCompacted) {
 		t.Fatalf("events after %d: %v, want compacted", first, err)
 	}
+}
+
+// storageObjects reads apiserver_storage_objects for resource from reg.
+func storageObjects(t *testing.T, reg *prometheus.Registry, resource string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "apiserver_storage_objects" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == resource {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no apiserver_storage_objects{resource=%q}", resource)
+	return 0
 }

@@ -1,6 +1,7 @@
 // Package health serves a cache node's probes and metrics over plain
 // HTTP: /livez (the process answers), /readyz (every range it reflects
-// synced) and /metrics (Prometheus text).
+// synced and not found different from etcd; ?verbose lists each range)
+// and /metrics (Prometheus text).
 package health
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,16 @@ type Config struct {
 	Ready func() bool
 	// Gatherer serves /metrics; required.
 	Gatherer prometheus.Gatherer
+	// Checks, when set, are more /readyz checks (cachenode.Node.Checks:
+	// one per range), each listed by /readyz?verbose; any failing one
+	// fails /readyz.
+	Checks func() []Check
+}
+
+// Check is one named readiness check and its result.
+type Check struct {
+	Name string
+	Err  error // nil: ok
 }
 
 // Server is the probes and metrics server.
@@ -41,20 +53,45 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
-	return &Server{ln: ln, srv: &http.Server{Handler: Handler(cfg.Ready, cfg.Gatherer), ReadHeaderTimeout: 10 * time.Second}}, nil
+	return &Server{ln: ln, srv: &http.Server{Handler: Handler(cfg.Ready, cfg.Checks, cfg.Gatherer), ReadHeaderTimeout: 10 * time.Second}}, nil
 }
 
-// Handler serves /livez, /readyz and /metrics.
-func Handler(ready func() bool, g prometheus.Gatherer) http.Handler {
+// Handler serves /livez, /readyz (with ?verbose, one line per check as
+// kube-apiserver prints them) and /metrics. checks may be nil.
+func Handler(ready func() bool, checks func() []Check, g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, req *http.Request) {
+		all := []Check{{Name: "ranges"}}
 		if !ready() {
-			http.Error(w, "[-]ranges not synced", http.StatusInternalServerError)
-			return
+			all[0].Err = errors.New("not synced")
 		}
-		fmt.Fprint(w, "ok")
+		if checks != nil {
+			all = append(all, checks()...)
+		}
+		var b strings.Builder
+		failed := false
+		for _, c := range all {
+			if c.Err != nil {
+				failed = true
+				fmt.Fprintf(&b, "[-]%s failed: %v\n", c.Name, c.Err)
+			} else {
+				fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
+			}
+		}
+		_, verbose := req.URL.Query()["verbose"]
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		switch {
+		case failed:
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, b.String()+"readyz check failed\n")
+		case verbose:
+			fmt.Fprint(w, b.String()+"readyz check passed\n")
+		default:
+			fmt.Fprint(w, "ok")
+		}
 	})
 	return mux
 }

@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,8 +17,15 @@ func TestHandler(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "kgate_cachenode_test_total", Help: "test"})
 	reg.MustRegister(c)
-	var ready atomic.Bool
-	h := Handler(ready.Load, reg)
+	var ready, rangeBad atomic.Bool
+	checks := func() []Check {
+		c := Check{Name: "range pods"}
+		if rangeBad.Load() {
+			c.Err = errors.New("differs from etcd, relisting")
+		}
+		return []Check{c}
+	}
+	h := Handler(ready.Load, checks, reg)
 	f := func(path string, isReady bool, wantCode int, wantBody string) {
 		t.Helper()
 		ready.Store(isReady)
@@ -28,8 +36,12 @@ func TestHandler(t *testing.T) {
 		}
 	}
 	f("/livez", false, 200, "ok")
-	f("/readyz", false, 500, "[-]ranges not synced")
+	f("/readyz", false, 500, "[-]ranges failed: not synced")
 	f("/readyz", true, 200, "ok")
+	f("/readyz?verbose", true, 200, "[+]ranges ok\n[+]range pods ok\nreadyz check passed")
+	rangeBad.Store(true)
+	f("/readyz", true, 500, "[-]range pods failed: differs from etcd, relisting\nreadyz check failed")
+	rangeBad.Store(false)
 	f("/metrics", false, 200, "kgate_cachenode_test_total 0")
 	f("/nothing", true, 404, "")
 }

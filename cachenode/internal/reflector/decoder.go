@@ -114,7 +114,7 @@ type kv struct {
 
 // entries decodes kvs on up to GOMAXPROCS goroutines, which it waits for.
 // Values that do not decode are reported to bad and left out.
-func (d *decoder) entries(kvs []kv, bad func(key string, err error)) []*store.Entry {
+func (d *decoder) entries(kvs []kv, bad func(x kv, err error)) []*store.Entry {
 	out := make([]*store.Entry, len(kvs))
 	errs := make([]error, len(kvs))
 	workers := min(goruntime.GOMAXPROCS(0), 8, (len(kvs)+63)/64)
@@ -136,7 +136,7 @@ func (d *decoder) entries(kvs []kv, bad func(key string, err error)) []*store.En
 	n := 0
 	for i, e := range out {
 		if errs[i] != nil {
-			bad(kvs[i].key, errs[i])
+			bad(kvs[i], errs[i])
 			continue
 		}
 		out[n] = e

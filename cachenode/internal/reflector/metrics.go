@@ -16,6 +16,8 @@ type Metrics struct {
 	windowBytes  *prometheus.GaugeVec
 	seen         *prometheus.GaugeVec
 	lag          *prometheus.GaugeVec
+	checks       *prometheus.CounterVec
+	inconsistent *prometheus.CounterVec
 }
 
 // NewMetrics makes the metrics and registers them on reg (nil: not
@@ -51,8 +53,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kgate_cachenode_seen_lag_revisions", Help: "etcd's revision at the last watch response minus the seen revision.",
 		}, byRange),
 	}
+	m.checks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_cachenode_consistency_checks_total", Help: "Comparisons of a range's keys and mod revisions with etcd's at the same revision.",
+	}, byRange)
+	m.inconsistent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_cachenode_inconsistencies_total", Help: "Consistency checks that found the range's cache different from etcd (each repaired by a relist).",
+	}, byRange)
 	if reg != nil {
-		reg.MustRegister(m.events, m.relists, m.decodeErrors, m.objects, m.bytes, m.windowEvents, m.windowBytes, m.seen, m.lag)
+		reg.MustRegister(m.events, m.relists, m.decodeErrors, m.objects, m.bytes, m.windowEvents, m.windowBytes, m.seen, m.lag, m.checks, m.inconsistent)
 	}
 	return m
 }
@@ -63,6 +71,7 @@ type rangeMetrics struct {
 	relists, decodeErrors                          prometheus.Counter
 	objects, bytes, windowEvents, windowBytes, lag prometheus.Gauge
 	seen                                           prometheus.Gauge
+	consistencyChecks, inconsistencies             prometheus.Counter
 }
 
 func (m *Metrics) forRange(id string) rangeMetrics {
@@ -75,6 +84,9 @@ func (m *Metrics) forRange(id string) rangeMetrics {
 		windowBytes:  m.windowBytes.WithLabelValues(id),
 		seen:         m.seen.WithLabelValues(id),
 		lag:          m.lag.WithLabelValues(id),
+
+		consistencyChecks: m.checks.WithLabelValues(id),
+		inconsistencies:   m.inconsistent.WithLabelValues(id),
 	}
 	for _, t := range []event.Type{event.Added, event.Modified, event.Deleted} {
 		rm.events[t] = m.events.WithLabelValues(id, t.String())

@@ -32,6 +32,12 @@ func (r *Reflector) Run(ctx context.Context) error {
 			st.win.Release()
 		}
 	}()
+	checker := make(chan struct{})
+	go func() {
+		defer close(checker)
+		r.checkConsistency(ctx)
+	}()
+	defer func() { <-checker }()
 	backoff := minBackoff
 	for {
 		rev, err := r.list(ctx)
@@ -79,9 +85,11 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 		entries []*store.Entry
 		from    = r.rng.Start
 	)
-	bad := func(key string, err error) {
+	skipped := map[string]int64{}
+	bad := func(x kv, err error) {
 		r.m.decodeErrors.Inc()
-		r.log.Warn("skipping undecodable object", "key", key, "err", err)
+		r.log.Warn("skipping undecodable object", "key", x.key, "err", err)
+		skipped[x.key] = x.rev
 	}
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(r.rng.End), clientv3.WithLimit(r.cfg.PageSize)}
@@ -109,7 +117,7 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	st := &state{store: store.Load(entries, rev), win: win}
+	st := &state{store: store.Load(entries, rev), win: win, skipped: skipped}
 	// The chain of events starts at the list revision: the window is
 	// complete from there, so a subscriber at or after it has no gap.
 	r.lastRev, r.listRev = rev, rev
@@ -118,6 +126,7 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 	if old := r.state.Swap(st); old != nil {
 		old.win.Release()
 	}
+	r.inconsistent.Store(false)
 	r.advance(rev)
 	r.cfg.Sink.Seen(r.rng.ID, rev)
 	r.updateGauges(st)
@@ -190,6 +199,8 @@ func (r *Reflector) follow(ctx context.Context, st *state, wch clientv3.WatchCha
 			r.m.lag.Set(float64(max(0, resp.Header.Revision-r.Seen())))
 		case <-r.progress:
 			r.askProgress(ctx)
+		case <-r.relist:
+			return fmt.Errorf("%w: the cache differs from etcd", errRelist)
 		case <-ticker.C:
 			st.win.Expire()
 			r.updateGauges(st)
