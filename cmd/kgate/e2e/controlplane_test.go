@@ -54,46 +54,21 @@ func controlPlaneBins(t *testing.T) controlPlaneBinaries {
 	return b
 }
 
-// component is one upstream process of the control plane; its output is
-// kept and printed when the test fails.
-type component struct {
-	name   string
-	cmd    *exec.Cmd
-	log    syncBuffer
-	exited chan struct{}
-	err    error
-}
-
-func startComponent(t *testing.T, name, bin string, args ...string) *component {
+// startComponent starts an upstream component of the control plane;
+// only its flags say where the cluster is (KUBECONFIG is dropped).
+func startComponent(t *testing.T, name, bin string, args ...string) *role {
 	t.Helper()
-	c := &component{name: name, exited: make(chan struct{})}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
-	// Only the flags say where the cluster is.
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") {
-			c.cmd.Env = append(c.cmd.Env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("cannot start %s: %v", name, err)
-	}
-	go func() {
-		c.err = c.cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		c.cmd.Process.Kill()
-		<-c.exited
-		if t.Failed() {
-			t.Logf("%s log (last 150 lines):\n%s", name, c.log.tail(150))
-		}
-	})
-	return c
+	return startProcess(t, name, cmd)
 }
 
-// alive fails the test when the component exited.
-func (c *component) alive(t *testing.T) {
+// alive fails the test when the process exited.
+func (c *role) alive(t *testing.T) {
 	t.Helper()
 	select {
 	case <-c.exited:
@@ -155,7 +130,7 @@ type controlPlane struct {
 	cfg        *rest.Config
 	cs         *kubernetes.Clientset
 	k          *kubectl
-	components []*component
+	components []*role
 }
 
 // alive fails the test when kgate dev or a component exited.
