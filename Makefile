@@ -5,6 +5,9 @@ BIN      := $(CURDIR)/bin
 KGATE    := $(BIN)/kgate
 KUBECTL  := $(BIN)/kubectl
 HELM     := $(BIN)/helm
+KCM      := $(BIN)/kube-controller-manager
+KUBE_SCHEDULER := $(BIN)/kube-scheduler
+KWOK     := $(BIN)/kwok
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DATA_DIR ?= .kgate
 LISTEN   ?= 127.0.0.1:6443
@@ -26,7 +29,7 @@ HELM_LDFLAGS := -s -w \
 	-X helm.sh/helm/v4/internal/version.version=v4.3.1 \
 	-X helm.sh/helm/v4/internal/version.gitTreeState=clean
 
-.PHONY: help build kubectl helm run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
+.PHONY: help build kubectl helm kube-controller-manager kube-scheduler kwok test-controlplane run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +42,19 @@ kubectl: ## build bin/kubectl from its Go module (pinned in cmd/kubectl/go.mod)
 
 helm: ## build bin/helm from helm's own main package (helm.sh/helm/v4/cmd/helm, pinned in cmd/helm/go.mod)
 	cd cmd/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(HELM_LDFLAGS)" -o $(HELM) helm.sh/helm/v4/cmd/helm
+
+# kube-controller-manager and kube-scheduler: upstream's own main packages,
+# built from k8s.io/kubernetes in their nested modules with the version
+# flags kubectl gets (KUBECTL_LDFLAGS: the same v1.37.2). Built one at a
+# time: each is a heavy build.
+kube-controller-manager: ## build bin/kube-controller-manager from k8s.io/kubernetes (pinned in cmd/kube-controller-manager/go.mod)
+	cd cmd/kube-controller-manager && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KCM) k8s.io/kubernetes/cmd/kube-controller-manager
+
+kube-scheduler: ## build bin/kube-scheduler from k8s.io/kubernetes (pinned in cmd/kube-scheduler/go.mod)
+	cd cmd/kube-scheduler && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KUBE_SCHEDULER) k8s.io/kubernetes/cmd/kube-scheduler
+
+kwok: ## build bin/kwok from sigs.k8s.io/kwok (pinned in cmd/kwok/go.mod)
+	cd cmd/kwok && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(KWOK) sigs.k8s.io/kwok/cmd/kwok
 
 k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's staging modules, then tidy
 	GO=$(GO) deploy/k8smod/replace.sh $(K8S_VERSION) $(K8S_STAGING_VERSION) go.mod
@@ -59,6 +75,10 @@ test-integration: build kubectl helm ## integration and end-to-end tests without
 
 test-e2e: build kubectl helm ## the end-to-end tests alone
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -v ./cmd/kgate/e2e/
+
+test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev (~6 min)
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) KCM_BIN=$(KCM) KUBE_SCHEDULER_BIN=$(KUBE_SCHEDULER) KWOK_BIN=$(KWOK) \
+		$(GO) test -count=1 -v -timeout 30m -run '^TestControlPlane$$' ./cmd/kgate/e2e/
 
 # bench: the load harness (bench/) against a kgate dev it starts and stops
 # itself; results in bench/results/<timestamp>/ (results.json, results.md,

@@ -22,7 +22,9 @@ import (
 	"github.com/kgate/kgate/storage/embedded"
 )
 
-// role is one `kgate gateway` or `kgate cachenode` process.
+// role is one process of a test: a `kgate gateway` or `kgate cachenode`,
+// or an upstream component (TestControlPlane). name is what messages
+// call it.
 type role struct {
 	name   string
 	cmd    *exec.Cmd
@@ -33,10 +35,17 @@ type role struct {
 
 func startRole(t *testing.T, name string, args ...string) *role {
 	t.Helper()
-	r := &role{name: name, cmd: exec.Command(kgateBin, args...), exited: make(chan struct{})}
+	return startProcess(t, "kgate "+name, exec.Command(kgateBin, args...))
+}
+
+// startProcess starts cmd, with its output kept in the log and printed
+// when the test fails; the test's cleanup kills it if it still runs.
+func startProcess(t *testing.T, name string, cmd *exec.Cmd) *role {
+	t.Helper()
+	r := &role{name: name, cmd: cmd, exited: make(chan struct{})}
 	r.cmd.Stdout, r.cmd.Stderr = &r.log, &r.log
 	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("cannot start kgate %s: %v", name, err)
+		t.Fatalf("cannot start %s: %v", name, err)
 	}
 	go func() { r.err = r.cmd.Wait(); close(r.exited) }()
 	t.Cleanup(func() {
@@ -47,7 +56,7 @@ func startRole(t *testing.T, name string, args ...string) *role {
 			<-r.exited
 		}
 		if t.Failed() {
-			t.Logf("kgate %s log:\n%s", name, r.log.tail(200))
+			t.Logf("%s log:\n%s", name, r.log.tail(200))
 		}
 	})
 	return r
@@ -60,10 +69,10 @@ func (r *role) stop(t *testing.T) {
 	select {
 	case <-r.exited:
 		if r.err != nil {
-			t.Errorf("kgate %s exited with %v", r.name, r.err)
+			t.Errorf("%s exited with %v", r.name, r.err)
 		}
 	case <-time.After(stopTimeout):
-		t.Errorf("kgate %s did not stop within %s of SIGTERM", r.name, stopTimeout)
+		t.Errorf("%s did not stop within %s of SIGTERM", r.name, stopTimeout)
 	}
 }
 
@@ -74,7 +83,7 @@ func waitHTTP(t *testing.T, client *http.Client, url string, r *role) {
 	for time.Now().Before(deadline) {
 		select {
 		case <-r.exited:
-			t.Fatalf("kgate %s exited before ready: %v", r.name, r.err)
+			t.Fatalf("%s exited before ready: %v", r.name, r.err)
 		default:
 		}
 		resp, err := client.Get(url)

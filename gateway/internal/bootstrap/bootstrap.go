@@ -1,7 +1,9 @@
 // Package bootstrap creates the objects every cluster has from its first
 // start, as kube-apiserver's bootstrap controllers do: the system
 // namespaces and the default RBAC policy (ClusterRoles and
-// ClusterRoleBindings of gateway/internal/rbacbootstrap), plus the
+// ClusterRoleBindings of gateway/internal/rbacbootstrap, with
+// kube-controller-manager's per-controller roles and the Roles and
+// RoleBindings of the system namespaces), plus the
 // "default" ServiceAccount of each system namespace, which
 // kube-controller-manager creates upstream. Every gateway runs it;
 // creating what exists is harmless. Defaults that exist are left as they
@@ -65,6 +67,33 @@ func Ensure(ctx context.Context, store creator, reg *registry.Registry, sem Sema
 	for _, b := range rbacbootstrap.Bindings() {
 		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), b); err != nil {
 			return fmt.Errorf("cannot create clusterrolebinding %s: %w", b.Name, err)
+		}
+	}
+	return ensureControllerPolicy(ctx, store, reg, sem)
+}
+
+// ensureControllerPolicy creates upstream's per-controller ClusterRoles
+// and bindings and the Roles of the system namespaces
+// (rbacbootstrap.ControllerRoles, NamespaceRoles).
+func ensureControllerPolicy(ctx context.Context, store creator, reg *registry.Registry, sem Semantics) error {
+	for _, r := range rbacbootstrap.ControllerRoles() {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("clusterroles"), r); err != nil {
+			return fmt.Errorf("cannot create clusterrole %s: %w", r.Name, err)
+		}
+	}
+	for _, b := range rbacbootstrap.ControllerBindings() {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), b); err != nil {
+			return fmt.Errorf("cannot create clusterrolebinding %s: %w", b.Name, err)
+		}
+	}
+	for _, r := range rbacbootstrap.NamespaceRoles() {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("roles"), r); err != nil {
+			return fmt.Errorf("cannot create role %s/%s: %w", r.Namespace, r.Name, err)
+		}
+	}
+	for _, b := range rbacbootstrap.NamespaceRoleBindings() {
+		if err := create(ctx, store, reg, sem, rbacv1.SchemeGroupVersion.WithResource("rolebindings"), b); err != nil {
+			return fmt.Errorf("cannot create rolebinding %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
 	return nil

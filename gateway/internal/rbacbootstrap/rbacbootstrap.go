@@ -6,8 +6,8 @@
 // them, the discovery and self-review roles every user has, monitoring,
 // auth delegation, and the roles of the control-plane components that talk
 // to the API (kube-scheduler, kube-controller-manager, kube-proxy, nodes,
-// kube-dns). The per-controller roles (system:controller:*) and the
-// namespaced kube-system Roles are not included.
+// kube-dns). The per-controller roles (system:controller:*) and the Roles
+// of the system namespaces are upstream's own objects (controllers.go).
 package rbacbootstrap
 
 import (
