@@ -57,7 +57,9 @@ func Sinks(graph *nodeauthorizer.Graph) map[schema.GroupVersionResource]feed.Sin
 			func(k key) { graph.DeleteResourceSlice(k.name) },
 		),
 		pcrsGVR: newTracked(
-			func(r *certsv1.PodCertificateRequest) (bound, bool) { return bound{r.UID, string(r.Spec.NodeName)}, true },
+			func(r *certsv1.PodCertificateRequest) (bound, bool) {
+				return bound{r.UID, string(r.Spec.NodeName)}, true
+			},
 			sameBound, // the spec is immutable
 			graph.AddPodCertificateRequest,
 			func(k key) {
