@@ -80,6 +80,7 @@ func (g *Gateway) readyChecks() []check {
 			return nil
 		}},
 		{Name: "rbac", Run: g.c.Access.Ready},
+		{Name: "node-authorizer", Run: g.c.Access.NodeReady},
 		{Name: "shutdown", Run: func(context.Context) error {
 			if g.stopping.Load() {
 				return errShuttingDown

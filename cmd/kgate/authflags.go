@@ -77,7 +77,9 @@ func (l *listFlag) Set(v string) error {
 
 func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 	a := &authFlags{
-		modes: fs.String("authorization-mode", "RBAC", "authorization modes asked in order, comma-separated: RBAC, AlwaysAllow, AlwaysDeny, Webhook"),
+		// Node,RBAC as kube-apiserver's deployments recommend: kubelets
+		// limited to their node's objects, everyone else by RBAC.
+		modes: fs.String("authorization-mode", "Node,RBAC", "authorization modes asked in order, comma-separated: Node, RBAC, AlwaysAllow, AlwaysDeny, Webhook"),
 	}
 	a.webhook.configFile = fs.String("authorization-webhook-config-file", "", "kubeconfig of the authorization webhook (its server, CA and the credentials to present); required with mode Webhook")
 	a.webhook.version = fs.String("authorization-webhook-version", "v1", "authorization.k8s.io version of the SubjectAccessReview sent to the webhook: v1 or v1beta1")

@@ -60,7 +60,7 @@ func authCluster(tb testing.TB) *devcluster.Cluster {
 		defer cancel()
 		authShared.c, authShared.err = startDev(ctx, devcluster.Config{
 			DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
-			TokenAuthFile: tokens,
+			TokenAuthFile: tokens, AuthorizationModes: []string{"Node", "RBAC"}, // as production gateways
 		})
 	})
 	if authShared.err != nil {

@@ -1,7 +1,7 @@
 // Package access is the gateway's authentication and authorization: the
 // authenticators (x509, tokens, service accounts, OIDC, request headers),
 // the authorizer modes with the RBAC authorizer and the feed keeping it
-// current, impersonation, RBAC escalation checks, service-account tokens,
+// current, the Node authorizer with its graph's feed, impersonation, RBAC escalation checks, service-account tokens,
 // the review APIs answered in the gateway, and the ClusterRole aggregation
 // for clusters without a controller manager.
 package access
@@ -23,6 +23,7 @@ import (
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/authz/node"
 	"github.com/kgate/kgate/gateway/internal/authz/webhook"
 	"github.com/kgate/kgate/gateway/internal/feed"
 	"github.com/kgate/kgate/gateway/internal/loop"
@@ -68,9 +69,10 @@ type Access struct {
 
 	authn      *authn.Authenticator
 	authorizer authz.Authorizer
-	selectors  bool           // an authorizer looks at field and label selectors (the webhook)
-	rbac       *authz.RBAC    // always present: escalation checks read it
-	feed       *rbacfeed.Feed // nil unless a mode is RBAC
+	selectors  bool             // an authorizer looks at field and label selectors (the webhook, Node)
+	rbac       *authz.RBAC      // always present: escalation checks read it
+	feed       *rbacfeed.Feed   // nil unless a mode is RBAC
+	node       *node.Authorizer // nil unless a mode is Node
 	escalation *authz.Escalation
 	tokens     *satoken.Tokens // nil without service-account keys
 	review     *review.Handler
@@ -115,7 +117,16 @@ func New(cfg Config, d Deps) (_ *Access, err error) {
 	if ac.Webhook, err = a.newAuthzWebhook(); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	a.selectors = ac.Webhook != nil
+	if slices.Contains(cfg.AuthorizationModes, authz.ModeNode) {
+		if a.node, err = node.New(node.Config{
+			Registry: d.Registry, Ranges: d.Ranges, Cache: d.Cache, Hub: d.Hub, Revisions: d.Revisions,
+			Codec: d.Codec, Logger: d.Logger.With("component", "node-authorizer"),
+		}); err != nil {
+			return nil, fmt.Errorf("cannot make gateway: %w", err)
+		}
+		ac.Node = a.node
+	}
+	a.selectors = ac.Webhook != nil || a.node != nil
 	if a.authorizer, err = authz.New(ac, a.rbac); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
@@ -129,7 +140,7 @@ func New(cfg Config, d Deps) (_ *Access, err error) {
 		}
 	}
 	rc := review.Config{
-		Codec: d.Negotiate, Authorizer: a.authorizer, Rules: ruleResolver{modes: cfg.AuthorizationModes, rbac: a.rbac}, Tokens: a.authn,
+		Codec: d.Negotiate, Authorizer: a.authorizer, Rules: ruleResolver{modes: cfg.AuthorizationModes, rbac: a.rbac, node: a.node}, Tokens: a.authn,
 		APIAudiences: audiences, Objects: objectGetter{reg: d.Registry, store: d.Store},
 	}
 	if a.tokens != nil && a.tokens.CanIssue() {
@@ -224,9 +235,13 @@ func (a *Access) rbacMode() bool {
 	return len(a.cfg.AuthorizationModes) == 0 || slices.Contains(a.cfg.AuthorizationModes, authz.ModeRBAC)
 }
 
-// Start starts the RBAC feed and, when configured, the ClusterRole
-// aggregation (after bootstrap: the default roles are there).
+// Start starts the RBAC feed, the Node authorizer's feed and, when
+// configured, the ClusterRole aggregation (after bootstrap: the default
+// roles are there).
 func (a *Access) Start() {
+	if a.node != nil {
+		a.node.Start()
+	}
 	if a.feed != nil {
 		a.feed.Start()
 		if a.cfg.AggregateClusterRoles {
@@ -235,13 +250,16 @@ func (a *Access) Start() {
 	}
 }
 
-// Close stops the aggregation and the RBAC feed, and ends what waits on
+// Close stops the aggregation and the feeds, and ends what waits on
 // access (OIDC key reloads, webhook calls, reviews).
 func (a *Access) Close() {
 	a.cancel()
 	a.aggregator.Stop()
 	if a.feed != nil {
 		a.feed.Close()
+	}
+	if a.node != nil {
+		a.node.Close()
 	}
 }
 
@@ -263,6 +281,15 @@ func (a *Access) Ready(ctx context.Context) error {
 		return nil
 	}
 	return a.feed.Ready(ctx)
+}
+
+// NodeReady is the /readyz check "node-authorizer": the Node authorizer's
+// graph holds every pod, volume and attachment (nil without mode Node).
+func (a *Access) NodeReady(ctx context.Context) error {
+	if a.node == nil {
+		return nil
+	}
+	return a.node.Ready(ctx)
 }
 
 // EnsureServiceAccountSigningKey writes a new service-account signing key

@@ -18,8 +18,8 @@ type Config struct {
 	// system:anonymous.
 	AnonymousAuth bool
 	// AuthorizationModes are the --authorization-mode values, asked in
-	// order after system:masters: RBAC, AlwaysAllow, AlwaysDeny, Webhook.
-	// Default RBAC.
+	// order after system:masters: Node, RBAC, AlwaysAllow, AlwaysDeny,
+	// Webhook. Default RBAC; production gateways use Node,RBAC.
 	AuthorizationModes []string
 	// AuthorizationWebhook configures mode Webhook.
 	AuthorizationWebhook AuthorizationWebhookConfig

@@ -7,15 +7,18 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/authz/node"
 )
 
 // ruleResolver lists a user's rules for SelfSubjectRulesReview, as
 // kube-apiserver's rule resolvers: all of them under AlwaysAllow, the
 // RBAC rules under RBAC, in mode order. Under Webhook the list is
-// incomplete: the webhook can only answer single requests.
+// incomplete: the webhook can only answer single requests; so is a
+// node's under Node, whose permissions follow its pods.
 type ruleResolver struct {
 	modes []string
 	rbac  *authz.RBAC
+	node  *node.Authorizer // nil unless a mode is Node
 }
 
 var everything = []rbacv1.PolicyRule{
@@ -36,6 +39,11 @@ func (r ruleResolver) RulesFor(u user.Info, namespace string) ([]rbacv1.PolicyRu
 		case authz.ModeWebhook:
 			incomplete = true
 			errs = append(errs, errWebhookRules)
+		case authz.ModeNode:
+			if r.node != nil && r.node.IsNode(u) {
+				incomplete = true
+				errs = append(errs, node.ErrNoRules)
+			}
 		case authz.ModeAlwaysAllow:
 			rules = append(rules, everything...)
 		case authz.ModeRBAC:

@@ -1,7 +1,8 @@
 // Package authz decides whether a request may proceed, with kube-apiserver's
 // semantics: RBAC evaluated in memory from the Roles, ClusterRoles and
 // bindings the gateway watches, the AlwaysAllow and AlwaysDeny modes, a
-// Webhook authorizer plugged in from authz/webhook, the union of the
+// Webhook authorizer plugged in from authz/webhook, the Node authorizer
+// plugged in from authz/node, the union of the
 // modes in --authorization-mode order behind the privileged group
 // system:masters, and the privilege-escalation checks for writes of
 // roles and bindings.
@@ -89,10 +90,11 @@ const (
 	ModeAlwaysAllow = "AlwaysAllow"
 	ModeAlwaysDeny  = "AlwaysDeny"
 	ModeWebhook     = "Webhook"
+	ModeNode        = "Node"
 )
 
 // ErrUnsupportedMode is returned by New for a mode kube-apiserver has and
-// kgate does not (Node, ABAC) or that does not exist.
+// kgate does not (ABAC) or that does not exist.
 var ErrUnsupportedMode = errors.New("authz: unsupported authorization mode")
 
 // Config selects the authorizers.
@@ -103,6 +105,8 @@ type Config struct {
 	// Webhook serves mode Webhook (authz/webhook); required when Modes
 	// lists it.
 	Webhook Authorizer
+	// Node serves mode Node (authz/node); required when Modes lists it.
+	Node Authorizer
 }
 
 // New builds the authorizer kube-apiserver builds: members of
@@ -136,6 +140,11 @@ func New(cfg Config, rbac *RBAC) (Authorizer, error) {
 				return nil, errors.New("authz: mode Webhook needs a webhook authorizer")
 			}
 			u = append(u, cfg.Webhook)
+		case ModeNode:
+			if cfg.Node == nil {
+				return nil, errors.New("authz: mode Node needs a Node authorizer")
+			}
+			u = append(u, cfg.Node)
 		default:
 			return nil, fmt.Errorf("%w: %q", ErrUnsupportedMode, m)
 		}

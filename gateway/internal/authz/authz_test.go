@@ -52,7 +52,7 @@ func TestNew(t *testing.T) {
 		})
 	}
 
-	for _, bad := range [][]string{{"Node", ModeRBAC}, {"ABAC"}, {"rbac"}, {"webhook"}} {
+	for _, bad := range [][]string{{"node", ModeRBAC}, {"ABAC"}, {"rbac"}, {"webhook"}} {
 		if _, err := New(Config{Modes: bad}, empty); !errors.Is(err, ErrUnsupportedMode) {
 			t.Errorf("modes %v: %v, want ErrUnsupportedMode", bad, err)
 		}
@@ -65,6 +65,9 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := New(Config{Modes: []string{ModeWebhook}}, empty); err == nil || errors.Is(err, ErrUnsupportedMode) {
 		t.Errorf("mode Webhook without a webhook authorizer: %v", err)
+	}
+	if _, err := New(Config{Modes: []string{ModeNode, ModeRBAC}}, empty); err == nil || errors.Is(err, ErrUnsupportedMode) {
+		t.Errorf("mode Node without a Node authorizer: %v", err)
 	}
 }
 
@@ -97,6 +100,28 @@ func TestWebhookMode(t *testing.T) {
 	f([]string{ModeWebhook, ModeAlwaysAllow}, fixed{NoOpinion, "dunno"}, Allow, "")
 	f([]string{ModeWebhook, ModeAlwaysDeny}, fixed{NoOpinion, "dunno"}, NoOpinion, "dunno\nEverything is forbidden.")
 	f([]string{ModeAlwaysAllow, ModeWebhook}, fixed{Deny, "no"}, Allow, "")
+}
+
+// TestNodeMode checks the Node authorizer's place in the chain: Node,RBAC
+// as kube-apiserver recommends, the node's no opinion (with its reason)
+// passed on to RBAC.
+func TestNodeMode(t *testing.T) {
+	empty, _ := load(nil)
+	alice := Attributes{User: &user.DefaultInfo{Name: "alice"}, IsResourceRequest: true, Verb: "get", Resource: "pods"}
+	f := func(modes []string, node fixed, want Decision, wantReason string) {
+		t.Helper()
+		a, err := New(Config{Modes: modes, Node: node}, empty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, reason := a.Authorize(alice); got != want || reason != wantReason {
+			t.Errorf("modes %v, node %v: got %v %q, want %v %q", modes, node, got, reason, want, wantReason)
+		}
+	}
+	f([]string{ModeNode, ModeRBAC}, fixed{Allow, ""}, Allow, "")
+	f([]string{ModeNode, ModeRBAC}, fixed{NoOpinion, "no relationship"}, NoOpinion, "no relationship")
+	f([]string{ModeNode, ModeAlwaysAllow}, fixed{NoOpinion, "no relationship"}, Allow, "")
+	f([]string{ModeNode, ModeAlwaysDeny}, fixed{NoOpinion, "no relationship"}, NoOpinion, "no relationship\nEverything is forbidden.")
 }
 
 func TestAttributesWithoutUser(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
 )
 
 const (
@@ -238,34 +239,10 @@ func Roles() []*rbacv1.ClusterRole {
 			),
 		},
 		{
-			// Kubelets; the Node authorizer (not in kgate) narrows this upstream.
+			// Kubelets: upstream's rules, which its Node authorizer (mode
+			// Node) grants nodes; the role itself is bound to no one.
 			ObjectMeta: meta("system:node", nil),
-			Rules: rules(
-				newRule("create").groups(authentication).resources("tokenreviews"),
-				newRule("create").groups(authorization).resources("subjectaccessreviews", "localsubjectaccessreviews"),
-				newRule(read...).groups(core).resources("services"),
-				newRule("create", "get", "list", "watch").groups(core).resources("nodes"),
-				newRule("update", "patch").groups(core).resources("nodes/status"),
-				newRule("update", "patch").groups(core).resources("nodes"),
-				newRule("create", "update", "patch").groups(core).resources("events"),
-				newRule(read...).groups(core).resources("pods"),
-				newRule("create", "delete").groups(core).resources("pods"),
-				newRule("update", "patch").groups(core).resources("pods/status"),
-				newRule("create").groups(core).resources("pods/eviction"),
-				newRule(read...).groups(core).resources("secrets", "configmaps"),
-				newRule("get").groups(core).resources("persistentvolumeclaims", "persistentvolumes"),
-				newRule("get").groups(core).resources("endpoints"),
-				newRule("create", "get", "list", "watch").groups(certificates).resources("certificatesigningrequests"),
-				newRule("get", "create", "update", "patch", "delete").groups(coordination).resources("leases"),
-				newRule("get").groups(storage).resources("volumeattachments"),
-				newRule("create").groups(core).resources("serviceaccounts/token"),
-				newRule("get", "update", "patch").groups(core).resources("persistentvolumeclaims/status"),
-				newRule(read...).groups(storage).resources("csidrivers"),
-				newRule("get", "create", "update", "patch", "delete").groups(storage).resources("csinodes"),
-				newRule(read...).groups(node).resources("runtimeclasses"),
-				newRule("get").groups(resource).resources("resourceclaims"),
-				newRule("deletecollection").groups(resource).resources("resourceslices"),
-			),
+			Rules:      bootstrappolicy.NodeRules(),
 		},
 		{
 			ObjectMeta: meta("system:kube-dns", nil),

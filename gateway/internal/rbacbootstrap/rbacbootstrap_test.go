@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/component-helpers/auth/rbac/validation"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
 
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
@@ -72,10 +73,22 @@ func TestObjects(t *testing.T) {
 		"system:public-info-viewer": {group(user.AllAuthenticated), group(user.AllUnauthenticated)},
 		"system:monitoring":         {group(user.MonitoringGroup)},
 		"system:kube-dns":           {{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-dns"}},
+		// Upstream binds system:node to no one: the Node authorizer
+		// grants kubelets its rules.
+		"system:node": nil,
 	} {
 		if !slices.Equal(subjects[name], want) {
 			t.Errorf("binding %s: subjects %v, want %v", name, subjects[name], want)
 		}
+	}
+
+	if _, ok := subjects["system:node"]; !ok {
+		t.Error("no ClusterRoleBinding system:node")
+	}
+	// system:node grants what upstream's Node authorizer grants nodes
+	// beyond their own objects (kube-apiserver creates it with NodeRules).
+	if node := byName["system:node"]; node == nil || !rulesEqual(node.Rules, bootstrappolicy.NodeRules()) {
+		t.Errorf("system:node rules differ from upstream's NodeRules")
 	}
 
 	// Each call gives new objects.
@@ -190,4 +203,11 @@ func TestAggregatedRoles(t *testing.T) {
 			t.Errorf("system:masters: %v", d)
 		}
 	}
+}
+
+func rulesEqual(a, b []rbacv1.PolicyRule) bool {
+	return slices.EqualFunc(a, b, func(x, y rbacv1.PolicyRule) bool {
+		return slices.Equal(x.Verbs, y.Verbs) && slices.Equal(x.APIGroups, y.APIGroups) && slices.Equal(x.Resources, y.Resources) &&
+			slices.Equal(x.ResourceNames, y.ResourceNames) && slices.Equal(x.NonResourceURLs, y.NonResourceURLs)
+	})
 }
