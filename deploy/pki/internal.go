@@ -147,8 +147,8 @@ func EnsureInternal(cfg InternalConfig) (*Internal, error) {
 	}{
 		{in.Gateway.CertFile, in.Gateway.KeyFile, roleTemplate(now, RoleGateway, cfg.Hosts)},
 		{in.CacheNode.CertFile, in.CacheNode.KeyFile, roleTemplate(now, RoleCacheNode, cfg.Hosts)},
-		{in.NATSServerCertFile, in.NATSServerKeyFile, serverTemplate(now, NATSServerName, cfg.Hosts)},
-		{in.EtcdServerCertFile, in.EtcdServerKeyFile, serverTemplate(now, EtcdServerName, cfg.Hosts)},
+		{in.NATSServerCertFile, in.NATSServerKeyFile, peerTemplate(now, NATSServerName, cfg.Hosts)},
+		{in.EtcdServerCertFile, in.EtcdServerKeyFile, peerTemplate(now, EtcdServerName, cfg.Hosts)},
 	}
 	for _, l := range leaves {
 		if !fresh {
@@ -206,6 +206,16 @@ func roleTemplate(now time.Time, role string, hosts []string) *x509.Certificate 
 func serverTemplate(now time.Time, cn string, hosts []string) *x509.Certificate {
 	t := servingTemplate(now, hosts)
 	t.Subject = pkix.Name{CommonName: cn}
+	return t
+}
+
+// peerTemplate is a server certificate that also authenticates its
+// server to the others of its kind: NATS routes and etcd peers connect
+// to each other with it, and both require a client certificate there
+// (nats-server always does on routes; etcd with --peer-client-cert-auth).
+func peerTemplate(now time.Time, cn string, hosts []string) *x509.Certificate {
+	t := serverTemplate(now, cn, hosts)
+	t.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	return t
 }
 

@@ -45,6 +45,14 @@ func TestEnsureInternal(t *testing.T) {
 	if n := readCert(t, in.NATSServerCertFile).DNSNames; !slices.Equal(n, []string{"nats.kgate.svc"}) {
 		t.Errorf("NATS server DNS names = %v", n)
 	}
+	// NATS routes and etcd peers present their server certificate as a
+	// client certificate to each other.
+	for _, f := range []string{in.NATSServerCertFile, in.EtcdServerCertFile} {
+		want := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		if u := readCert(t, f).ExtKeyUsage; !slices.Equal(u, want) {
+			t.Errorf("%s: extended key usages %v, want %v", f, u, want)
+		}
+	}
 	if keys, err := cluster.ReadKeyFile(in.ClusterKeyFile); err != nil || len(keys) != 1 || len(keys[0]) != 32 {
 		t.Errorf("cluster keys = %d, %v", len(keys), err)
 	}

@@ -85,7 +85,7 @@ func (h *handlerLog) handler() cache.ResourceEventHandler {
 func (h *handlerLog) add(typ string, obj any) {
 	e := Event{Type: typ}
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		e = configMapEvent(typ, cm)
+		e = ConfigMapEvent(typ, cm)
 	}
 	h.mu.Lock()
 	h.evs = append(h.evs, e)
@@ -183,7 +183,7 @@ func TestGatewayDrain(t *testing.T) {
 	go func() {
 		defer close(plainDone)
 		for ev := range plain.ResultChan() {
-			seg.Events = append(seg.Events, toEvent(ev))
+			seg.Events = append(seg.Events, EventOf(ev))
 		}
 	}()
 

@@ -443,7 +443,7 @@ func (s *rvState) watchFor(ctx context.Context, t *testing.T, opts metav1.ListOp
 			if !ok {
 				return evs
 			}
-			evs = append(evs, toEvent(ev))
+			evs = append(evs, EventOf(ev))
 			if done(evs) {
 				return evs
 			}

@@ -190,7 +190,7 @@ func (w *watcher) segment(ctx context.Context, rv string, list bool) (string, bo
 	initial := rv == "" || rv == "0"
 	end := "closed"
 	for ev := range wi.ResultChan() {
-		e := toEvent(ev)
+		e := EventOf(ev)
 		w.mu.Lock()
 		seg.Events = append(seg.Events, e)
 		switch e.Type {
@@ -251,28 +251,4 @@ func (w *watcher) segment(ctx context.Context, rv string, list bool) (string, bo
 		return "", true // start over from a new initial state, as a relist would
 	}
 	return resume, true
-}
-
-func toEvent(ev watch.Event) Event {
-	e := Event{Type: string(ev.Type)}
-	switch o := ev.Object.(type) {
-	case *corev1.ConfigMap:
-		e = configMapEvent(e.Type, o)
-	case *metav1.Status:
-		e.Code, e.Message = o.Code, o.Message
-	default:
-		e.Type, e.Message = "ERROR", fmt.Sprintf("unexpected object %T in a %s event", ev.Object, ev.Type)
-	}
-	return e
-}
-
-// configMapEvent is an event of type typ carrying cm.
-func configMapEvent(typ string, cm *corev1.ConfigMap) Event {
-	e := Event{Type: typ, Namespace: cm.Namespace, Name: cm.Name, Data: cm.Data["v"]}
-	if len(cm.Labels) > 0 {
-		e.Labels = cm.Labels
-	}
-	e.RV, _ = strconv.ParseInt(cm.ResourceVersion, 10, 64)
-	e.InitialEnd = cm.Annotations[metav1.InitialEventsAnnotationKey] == "true"
-	return e
 }
