@@ -115,7 +115,7 @@ func TestScaleUpdate(t *testing.T) {
 	if !ok || !res.HasSubresource("scale") {
 		t.Fatalf("widgets served %v, scale %v", ok, ok && res.HasSubresource("scale"))
 	}
-	s, err := New(reg, noBuiltin{})
+	s, err := New(reg, noBuiltin{}, converter(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestReadDefaults(t *testing.T) {
 	if err := reg.Add(append(crds.Resources(scaledCRD()), crds.Resources(noDefaults)...)...); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(reg, noBuiltin{})
+	s, err := New(reg, noBuiltin{}, converter(t))
 	if err != nil {
 		t.Fatal(err)
 	}
