@@ -68,12 +68,19 @@ func (c *Converter) converter(crd *apiextensionsv1.CustomResourceDefinition) (ru
 	if e, ok := c.byName[crd.Name]; ok && e.crd == crd {
 		return e.conv, nil
 	}
-	safe, _, err := c.factory.NewConverter(crd)
+	def := crd
+	if def.Spec.Conversion == nil {
+		// The API defaults it (None); a CRD put into etcd by another
+		// writer may lack it, and upstream's factory needs it.
+		def = crd.DeepCopy()
+		def.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	}
+	safe, _, err := c.factory.NewConverter(def)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the converter of %s: %w", crd.Name, err)
 	}
 	c.byName[crd.Name] = entry{crd: crd, conv: safe}
-	c.log.Debug("custom resource converter built", "crd", crd.Name, "strategy", crd.Spec.Conversion.Strategy)
+	c.log.Debug("custom resource converter built", "crd", crd.Name, "strategy", def.Spec.Conversion.Strategy)
 	return safe, nil
 }
 

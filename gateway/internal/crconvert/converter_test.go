@@ -65,6 +65,11 @@ func TestConvertNone(t *testing.T) {
 	if v, _, _ := unstructured.NestedInt64(out.Object, "spec", "size"); v != 3 {
 		t.Errorf("None changed the spec: %v", out.Object)
 	}
+	// A CRD without spec.conversion (not defaulted) converts as None.
+	out, err = c.Convert(crd(nil), in, "v2")
+	if err != nil || out.GetAPIVersion() != "example.com/v2" {
+		t.Errorf("no spec.conversion: %v, %v", out, err)
+	}
 	if _, err := c.Convert(def, in, "v9"); err == nil {
 		t.Error("conversion to a version the CRD has not: no error")
 	}
