@@ -80,6 +80,13 @@ func (s *Server) Counts() (reviews, objects int) {
 // Close stops the server: later reviews fail to connect.
 func (s *Server) Close() { s.srv.Close() }
 
+// result is the review's result: the fields of a metav1.Status a
+// webhook sets (a webhook's answer, not an API error).
+type result struct {
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
 // review is what v1 and v1beta1 ConversionReviews share.
 type review struct {
 	metav1.TypeMeta `json:",inline"`
@@ -91,7 +98,7 @@ type review struct {
 	Response *struct {
 		UID              types.UID              `json:"uid"`
 		ConvertedObjects []runtime.RawExtension `json:"convertedObjects"`
-		Result           metav1.Status          `json:"result"`
+		Result           result                 `json:"result"`
 	} `json:"response,omitempty"`
 }
 
@@ -114,22 +121,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	out.Response = &struct {
 		UID              types.UID              `json:"uid"`
 		ConvertedObjects []runtime.RawExtension `json:"convertedObjects"`
-		Result           metav1.Status          `json:"result"`
-	}{UID: in.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		Result           result                 `json:"result"`
+	}{UID: in.Request.UID, Result: result{Status: metav1.StatusSuccess}}
 	for _, raw := range in.Request.Objects {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(raw.Raw); err != nil {
-			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+			out.Response.Result = result{Status: metav1.StatusFailure, Message: err.Error()}
 			break
 		}
 		if err := s.convert(u, in.Request.DesiredAPIVersion); err != nil {
-			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+			out.Response.Result = result{Status: metav1.StatusFailure, Message: err.Error()}
 			break
 		}
 		u.SetAPIVersion(in.Request.DesiredAPIVersion)
 		b, err := u.MarshalJSON()
 		if err != nil {
-			out.Response.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
+			out.Response.Result = result{Status: metav1.StatusFailure, Message: err.Error()}
 			break
 		}
 		out.Response.ConvertedObjects = append(out.Response.ConvertedObjects, runtime.RawExtension{Raw: b})
