@@ -18,6 +18,8 @@
 // resourceVersion table (TestResourceVersionTable), a gateway drained
 // under informers (TestGatewayDrain), a gateway stopped with watches
 // open leaving none running (TestStopEndsWatches), lists during rebalancing
-// (TestListDuringRebalance) and reads across split ranges
-// (TestSplitRanges).
+// (TestListDuringRebalance), reads across split ranges
+// (TestSplitRanges) and a controller-runtime manager reconciling a custom
+// resource through a gateway restart without listing again
+// (TestControllerRuntime).
 package watchcheck

@@ -232,7 +232,10 @@ func (m *Multi) StartNode(ctx context.Context, i int) error {
 	log := m.log.With("node", s.name)
 	r, err := role.NewCacheNode(role.CacheNodeConfig{
 		Node: cachenode.Config{
-			Etcd: m.Etcd, NATS: nc, Registry: m.Registry, Codec: m.Codec, Ranges: m.Ranges, Listen: "127.0.0.1:0",
+			Etcd: m.Etcd, NATS: nc, Registry: m.Registry, Codec: m.Codec, Listen: "127.0.0.1:0",
+			// The table following the registry, as in production: ranges
+			// of custom resources come and go with their CRDs.
+			Ranges: m.storage.Ranges,
 			Window: m.cfg.Window, ProgressInterval: m.cfg.ProgressInterval,
 			Logger: log.With("component", "cachenode"),
 		},

@@ -260,6 +260,16 @@ func InternalError(err error) *apierrors.StatusError {
 	return apierrors.NewInternalError(err)
 }
 
+// ConversionFailed is kube-apiserver's answer when a custom resource
+// cannot be converted between versions (its conversion webhook failed or
+// answered wrongly): the converter's error is not a Status, so
+// ErrorToAPIStatus makes it a 500 of unknown reason with err's message.
+func ConversionFailed(err error) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: *complete(metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonUnknown, Message: err.Error(),
+	})}
+}
+
 // Success is the Status of a request that succeeded with code and has no
 // object to return (kube-apiserver answers a pods/binding create with a
 // 201 Success Status).

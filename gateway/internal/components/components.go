@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/directory"
@@ -26,6 +27,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/controllers"
+	"github.com/kgate/kgate/gateway/internal/crconvert"
 	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/discovery"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
@@ -221,7 +223,11 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 	b := d.Backend
 	// Custom resources get apiextensions-apiserver's semantics, the
 	// others the built-in ones.
-	sem, err := customresource.New(b.Registry, s.Semantics)
+	conv, err := crconvert.New(crconvert.Config{Logger: d.Logger, Services: services{b}})
+	if err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	sem, err := customresource.New(b.Registry, s.Semantics, conv)
 	if err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
@@ -366,4 +372,24 @@ func (r directoryReplicas) Replicas(rangeID string) []string {
 		out = append(out, rep.ReadAddr)
 	}
 	return out
+}
+
+// services reads the Services of conversion webhooks' service
+// references from etcd.
+type services struct{ b *backend.Backend }
+
+func (s services) Service(ctx context.Context, namespace, name string) (*corev1.Service, error) {
+	res, ok := s.b.Registry.Lookup(corev1.SchemeGroupVersion.WithResource("services"))
+	if !ok {
+		return nil, errors.New("services are not served")
+	}
+	obj, err := s.b.Store.Get(ctx, res, namespace, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, fmt.Errorf("cannot read service %s/%s: got %T", namespace, name, obj)
+	}
+	return svc, nil
 }

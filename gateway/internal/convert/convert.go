@@ -46,7 +46,9 @@ func ToStorage(res *registry.Resource, obj runtime.Object) (runtime.Object, erro
 }
 
 // customResource converts a custom resource to gvk, a version of its
-// kind, with the None strategy. Webhook conversion is not served yet.
+// kind, with the None strategy: rest's fallback for semantics that do not
+// convert custom resources (customresource.Semantics converts by the
+// CRD's strategy, None or Webhook, through crconvert).
 func customResource(in *unstructured.Unstructured, gvk schema.GroupVersionKind) (runtime.Object, error) {
 	if in.GroupVersionKind().GroupKind() != gvk.GroupKind() {
 		return nil, fmt.Errorf("cannot convert %v to %v", in.GroupVersionKind(), gvk)

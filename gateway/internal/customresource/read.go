@@ -8,24 +8,34 @@ import (
 )
 
 // ReadDefaults returns what upstream's storage decoder does to a custom
-// resource of res read from etcd (its storage version, before any
-// conversion to the served one): the defaults of the storage version's
-// schema, applied in place. It returns nil when that schema has no
-// defaults, or res is not a custom resource: such objects are served as
-// stored, their bytes passed through.
+// resource of res read from etcd (in the version it was stored in,
+// before any conversion to the served one): the defaults of that
+// version's schema, applied in place. It returns nil when no version's
+// schema has defaults, or res is not a custom resource: such objects are
+// served as stored, their bytes passed through.
 func (s *Semantics) ReadDefaults(res *registry.Resource) func(*unstructured.Unstructured) {
 	if res.CRD == nil {
 		return nil
 	}
-	name := res.Version
-	if res.StorageKind.Kind != "" {
-		name = res.StorageKind.Version
+	crd := res.CRD
+	has := false
+	for _, cv := range crd.Spec.Versions {
+		v, err := s.version(crd, cv.Name)
+		if err == nil && v.hasDefaults {
+			has = true
+			break
+		}
 	}
-	v, err := s.version(res.CRD, name)
-	if err != nil || !v.hasDefaults {
+	if !has {
 		return nil // a version that cannot be built fails the request elsewhere
 	}
-	return v.defaults
+	return func(u *unstructured.Unstructured) {
+		v, err := s.version(crd, u.GroupVersionKind().Version)
+		if err != nil || !v.hasDefaults {
+			return
+		}
+		v.defaults(u)
+	}
 }
 
 // hasDefaults reports whether a structural schema sets a default anywhere.

@@ -115,7 +115,7 @@ func TestScaleUpdate(t *testing.T) {
 	if !ok || !res.HasSubresource("scale") {
 		t.Fatalf("widgets served %v, scale %v", ok, ok && res.HasSubresource("scale"))
 	}
-	s, err := New(reg, noBuiltin{})
+	s, err := New(reg, noBuiltin{}, converter(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,11 +150,19 @@ func TestReadDefaults(t *testing.T) {
 	noDefaults := scaledCRD()
 	noDefaults.Name, noDefaults.Spec.Names.Plural, noDefaults.Status.AcceptedNames.Plural = "plain.example.com", "plains", "plains"
 	noDefaults.Spec.Names.Kind, noDefaults.Status.AcceptedNames.Kind = "Plain", "Plain"
-	delete(noDefaults.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "color")
-	if err := reg.Add(append(crds.Resources(scaledCRD()), crds.Resources(noDefaults)...)...); err != nil {
+	for _, v := range noDefaults.Spec.Versions {
+		delete(v.Schema.OpenAPIV3Schema.Properties["spec"].Properties, "color")
+	}
+	// Defaults in v2 only: objects stored in v2 get them when read.
+	v2Defaults := scaledCRD()
+	v2Defaults.Name, v2Defaults.Spec.Names.Plural, v2Defaults.Status.AcceptedNames.Plural = "later.example.com", "laters", "laters"
+	v2Defaults.Spec.Names.Kind, v2Defaults.Status.AcceptedNames.Kind = "Later", "Later"
+	delete(v2Defaults.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties, "color")
+	resources := append(crds.Resources(scaledCRD()), crds.Resources(noDefaults)...)
+	if err := reg.Add(append(resources, crds.Resources(v2Defaults)...)...); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(reg, noBuiltin{})
+	s, err := New(reg, noBuiltin{}, converter(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +180,20 @@ func TestReadDefaults(t *testing.T) {
 	def(u)
 	if c, _, _ := unstructured.NestedString(u.Object, "spec", "color"); c != "blue" {
 		t.Errorf("spec.color %q after the read defaults", c)
+	}
+
+	laters, _ := reg.Lookup(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "laters"})
+	def = s.ReadDefaults(laters)
+	if def == nil {
+		t.Fatal("no read defaults for a CRD whose v2 has a default")
+	}
+	for _, tc := range []struct{ apiVersion, want string }{{"example.com/v1", ""}, {"example.com/v2", "blue"}} {
+		u := widget(map[string]any{"size": int64(2)}, nil)
+		u.SetAPIVersion(tc.apiVersion)
+		u.SetKind("Later")
+		def(u)
+		if c, _, _ := unstructured.NestedString(u.Object, "spec", "color"); c != tc.want {
+			t.Errorf("stored in %s: spec.color %q after the read defaults, want %q (that version's)", tc.apiVersion, c, tc.want)
+		}
 	}
 }

@@ -6,7 +6,8 @@
 // ratcheting, list-type checks, embedded resources) for the main resource
 // and the status and scale subresources; the scale subresource's paths
 // (Scale); the defaults upstream's storage decoder gives objects read
-// from etcd (ReadDefaults). Semantics serves rest's Semantics: custom
+// from etcd (ReadDefaults); conversion between versions through the
+// CRD's strategy (ConvertCustomResource). Semantics serves rest's Semantics: custom
 // resources here, everything else through the built-in semantics it
 // wraps.
 package customresource
@@ -50,6 +51,7 @@ type Builtin interface {
 type Semantics struct {
 	builtin Builtin
 	reg     *registry.Registry
+	conv    Converter
 
 	mu sync.Mutex // guards versions
 	// versions caches the semantics of each CRD (by the registry's
@@ -64,12 +66,13 @@ type versionKey struct {
 	version string
 }
 
-// New returns the semantics of reg's custom resources over b.
-func New(reg *registry.Registry, b Builtin) (*Semantics, error) {
-	if reg == nil || b == nil {
-		return nil, errors.New("cannot make custom resource semantics: a registry and built-in semantics are required")
+// New returns the semantics of reg's custom resources over b, converted
+// between versions by conv.
+func New(reg *registry.Registry, b Builtin, conv Converter) (*Semantics, error) {
+	if reg == nil || b == nil || conv == nil {
+		return nil, errors.New("cannot make custom resource semantics: a registry, built-in semantics and a converter are required")
 	}
-	return &Semantics{builtin: b, reg: reg, versions: map[versionKey]*version{}}, nil
+	return &Semantics{builtin: b, reg: reg, conv: conv, versions: map[versionKey]*version{}}, nil
 }
 
 // Scheme is the built-in semantics' scheme.

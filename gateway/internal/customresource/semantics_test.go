@@ -93,7 +93,7 @@ func newSemantics(t *testing.T) (*Semantics, *registry.Resource) {
 	if !ok {
 		t.Fatal("widgets not registered")
 	}
-	s, err := New(reg, noBuiltin{})
+	s, err := New(reg, noBuiltin{}, converter(t))
 	if err != nil {
 		t.Fatal(err)
 	}

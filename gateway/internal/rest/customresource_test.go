@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/gateway/internal/crconvert"
 	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage/crds"
@@ -66,7 +67,11 @@ func newCREnv(t *testing.T) *env {
 		if err := cfg.Registry.Add(crds.Resources(gadgetCRD())...); err != nil {
 			t.Fatal(err)
 		}
-		sem, err := customresource.New(cfg.Registry, semantics(t))
+		conv, err := crconvert.New(crconvert.Config{Logger: cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sem, err := customresource.New(cfg.Registry, semantics(t), conv)
 		if err != nil {
 			t.Fatal(err)
 		}

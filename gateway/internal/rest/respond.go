@@ -72,6 +72,39 @@ func (h *Handler) readDefaults(res *registry.Resource) func(*unstructured.Unstru
 	return d.ReadDefaults(res)
 }
 
+// crConverter is implemented by semantics that convert custom resources
+// between the versions of their CRD (customresource.Semantics, by the
+// CRD's conversion strategy: None or Webhook).
+type crConverter interface {
+	ConvertCustomResource(res *registry.Resource, obj *unstructured.Unstructured, version string) (*unstructured.Unstructured, error)
+	// ConvertsReads: objects read from storage may be in another
+	// version than res's (and are decoded to be served).
+	ConvertsReads(res *registry.Resource) bool
+}
+
+// crConvert converts obj to version when it is a custom resource and the
+// semantics convert them (ok false otherwise).
+func (h *Handler) crConvert(res *registry.Resource, obj runtime.Object, version string) (out runtime.Object, ok bool, err error) {
+	c, isConv := h.cfg.Semantics.(crConverter)
+	u, isCR := obj.(*unstructured.Unstructured)
+	if !isConv || !isCR || res.CRD == nil {
+		return nil, false, nil
+	}
+	out, err = c.ConvertCustomResource(res, u, version)
+	return out, true, err
+}
+
+// decodesReads reports whether objects of res read from a cache node are
+// decoded to be served (their stored bytes are not served as they are):
+// they get defaults when read, or may need converting.
+func (h *Handler) decodesReads(res *registry.Resource) bool {
+	if h.readDefaults(res) != nil {
+		return true
+	}
+	c, ok := h.cfg.Semantics.(crConverter)
+	return ok && c.ConvertsReads(res)
+}
+
 // served applies the read defaults to obj, a stored object this
 // request owns, and converts it to the kind res serves.
 func (h *Handler) served(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
@@ -79,6 +112,9 @@ func (h *Handler) served(res *registry.Resource, obj runtime.Object) (runtime.Ob
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			def(u)
 		}
+	}
+	if out, ok, err := h.crConvert(res, obj, res.Version); ok {
+		return out, err
 	}
 	if res.StorageKind.Kind == "" {
 		return obj, nil
@@ -98,6 +134,9 @@ func (h *Handler) toServed(res *registry.Resource, obj runtime.Object) (runtime.
 
 // toStored converts a served object to the kind res is stored as.
 func (h *Handler) toStored(res *registry.Resource, obj runtime.Object) (runtime.Object, error) {
+	if out, ok, err := h.crConvert(res, obj, res.StorageGVK().Version); ok {
+		return out, err
+	}
 	if res.StorageKind.Kind == "" {
 		return obj, nil
 	}
@@ -115,7 +154,7 @@ func (h *Handler) send(r *request, code int, contentType string, body []byte) er
 // JSON, or a bare protobuf message when format is Protobuf.
 func (h *Handler) writeCached(r *request, code int, data []byte, format client.Format) error {
 	m := r.media
-	if m.As != negotiate.AsObject || h.readDefaults(r.res) != nil {
+	if m.As != negotiate.AsObject || h.decodesReads(r.res) {
 		obj, err := h.decodeStored(r.res, data)
 		if err != nil {
 			return err
@@ -219,7 +258,7 @@ func (h *Handler) tableVersion(r *request, t *metav1.Table, err error) (*metav1.
 // writeList answers with a list of pre-encoded items.
 func (h *Handler) writeList(r *request, items [][]byte, format client.Format, rev int64, cont string, remaining *int64) error {
 	m := r.media
-	if m.As != negotiate.AsObject || h.readDefaults(r.res) != nil {
+	if m.As != negotiate.AsObject || h.decodesReads(r.res) {
 		objs := make([]runtime.Object, 0, len(items))
 		for _, it := range items {
 			obj, err := h.decodeServed(r.res, it)

@@ -55,7 +55,7 @@ func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 	}
 	key := uint32(e.r.media.Format)<<8 | uint32(d.Type)
 	return d.Event.Memo(key, func() ([]byte, error) {
-		if e.r.media.Format == negotiate.Protobuf || e.h.readDefaults(e.r.res) != nil {
+		if e.r.media.Format == negotiate.Protobuf || e.h.decodesReads(e.r.res) {
 			obj, err := e.h.decodeServed(e.r.res, d.Event.Object)
 			if err != nil {
 				return nil, err
@@ -72,7 +72,7 @@ func (e *watchEncoder) item(t watch.EventType, data []byte, f client.Format) ([]
 	switch {
 	case f == client.Protobuf:
 		return negotiate.AppendWatchProtobuf(nil, t, e.r.res.APIVersion(), e.r.res.Kind, data), nil
-	case e.memoizable() && e.h.readDefaults(e.r.res) == nil:
+	case e.memoizable() && !e.h.decodesReads(e.r.res):
 		return negotiate.AppendWatchJSON(nil, t, data), nil
 	}
 	obj, err := e.h.decodeServed(e.r.res, data)
