@@ -108,14 +108,6 @@ func TestServiceNodePorts(t *testing.T) {
 			t.Errorf("%s got node port %d", got.Name, got.Spec.Ports[0].NodePort)
 		}
 	}
-	// A LoadBalancer with externalTrafficPolicy Local gets a health check port.
-	local := fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"local"},"spec":{"type":"LoadBalancer","externalTrafficPolicy":"Local","selector":{"app":"a"},"ports":[{"port":80}]}}`)
-	got = corev1.Service{}
-	e.do("POST", "/api/v1/namespaces/ns/services", local).decode(t, &got)
-	if got.Spec.HealthCheckNodePort == 0 || !np.holds(int(got.Spec.HealthCheckNodePort)) || got.Spec.Ports[0].NodePort == 0 {
-		t.Errorf("local LoadBalancer: healthCheckNodePort %d, ports %+v", got.Spec.HealthCheckNodePort, got.Spec.Ports)
-	}
-
 	// An update that leaves node ports out keeps them.
 	got = corev1.Service{}
 	e.do("PUT", "/api/v1/namespaces/ns/services/a", svc("a", "NodePort",
