@@ -19,7 +19,6 @@ import (
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -144,7 +143,7 @@ func (o *objects[T]) apiError(err error, name string) error {
 	if err == nil {
 		return nil
 	}
-	return &apierrors.StatusError{ErrStatus: *apierror.Status(err, o.res.GVR().GroupResource(), name)}
+	return apierror.StatusError(err, o.res.GVR().GroupResource(), name)
 }
 
 // readTimeout bounds the lister's reads, which the ensurer makes without
