@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -248,4 +249,20 @@ func etcdError(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", storage.ErrUnavailable, err)
+}
+
+// ServicePorts returns the node ports svc holds, each once: its ports'
+// nodePorts and its healthCheckNodePort (upstream's
+// collectServiceNodePorts).
+func ServicePorts(svc *corev1.Service) []int {
+	var out []int
+	for _, p := range svc.Spec.Ports {
+		if p.NodePort != 0 && !slices.Contains(out, int(p.NodePort)) {
+			out = append(out, int(p.NodePort))
+		}
+	}
+	if hc := int(svc.Spec.HealthCheckNodePort); hc != 0 && !slices.Contains(out, hc) {
+		out = append(out, hc)
+	}
+	return out
 }

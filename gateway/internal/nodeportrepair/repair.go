@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/portalloc"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -108,7 +109,7 @@ func (r *Repair) Once(ctx context.Context) error {
 			if !ok {
 				continue
 			}
-			for _, port := range NodePorts(svc) {
+			for _, port := range portalloc.ServicePorts(svc) {
 				switch {
 				case !r.cfg.Ports.Contains(port):
 					r.cfg.Logger.Warn("the node port of a service is not in the range; please recreate the service", "service", svc.Namespace+"/"+svc.Name, "port", port)
@@ -173,20 +174,4 @@ func sameSet(m map[int]bool, list []int) bool {
 		}
 	}
 	return true
-}
-
-// NodePorts returns the node ports svc holds, each once: its ports'
-// nodePorts and its healthCheckNodePort (upstream's
-// collectServiceNodePorts).
-func NodePorts(svc *corev1.Service) []int {
-	var out []int
-	for _, p := range svc.Spec.Ports {
-		if p.NodePort != 0 && !slices.Contains(out, int(p.NodePort)) {
-			out = append(out, int(p.NodePort))
-		}
-	}
-	if hc := int(svc.Spec.HealthCheckNodePort); hc != 0 && !slices.Contains(out, hc) {
-		out = append(out, hc)
-	}
-	return out
 }

@@ -10,16 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kgate/kgate/storage/backend"
+	"github.com/kgate/kgate/storage/portalloc"
 	"github.com/kgate/kgate/storage/storagetest"
 )
 
-func TestNodePorts(t *testing.T) {
+func TestServicePorts(t *testing.T) {
 	svc := &corev1.Service{Spec: corev1.ServiceSpec{
 		Ports:               []corev1.ServicePort{{Port: 53, Protocol: "TCP", NodePort: 30053}, {Port: 53, Protocol: "UDP", NodePort: 30053}, {Port: 80, NodePort: 30080}, {Port: 90}},
 		HealthCheckNodePort: 30100,
 	}}
-	if got, want := NodePorts(svc), []int{30053, 30080, 30100}; !reflect.DeepEqual(got, want) {
-		t.Errorf("NodePorts = %v, want %v", got, want)
+	if got, want := portalloc.ServicePorts(svc), []int{30053, 30080, 30100}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ServicePorts = %v, want %v", got, want)
 	}
 }
 

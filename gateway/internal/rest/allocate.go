@@ -12,6 +12,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/portalloc"
 )
 
 // serviceIPs allocates Service cluster IPs consistently across gateways.
@@ -209,7 +210,7 @@ func (h *Handler) releaseAllocations(obj runtime.Object) {
 	if h.cfg.ServiceIPs != nil && needsClusterIP(svc) && svc.Spec.ClusterIP != "" {
 		h.releaseIP(svc.Spec.ClusterIP)
 	}
-	h.releaseNodePorts(heldNodePorts(svc))
+	h.releaseNodePorts(portalloc.ServicePorts(svc))
 }
 
 func (h *Handler) releaseIP(ip string) {

@@ -35,20 +35,6 @@ func needsHealthCheckNodePort(svc *corev1.Service) bool {
 		(svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal)
 }
 
-// heldNodePorts are the node ports svc holds, each once.
-func heldNodePorts(svc *corev1.Service) []int {
-	var out []int
-	for _, p := range svc.Spec.Ports {
-		if p.NodePort != 0 && !slices.Contains(out, int(p.NodePort)) {
-			out = append(out, int(p.NodePort))
-		}
-	}
-	if hc := int(svc.Spec.HealthCheckNodePort); hc != 0 && !slices.Contains(out, hc) {
-		out = append(out, hc)
-	}
-	return out
-}
-
 // allocateNodePorts gives svc's ports their node ports as upstream's
 // service REST does on create (initNodePorts, allocHealthCheckNodePort):
 // a port asked for is reserved (422 "provided port is already allocated"
