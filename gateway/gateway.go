@@ -74,6 +74,10 @@ func OIDCSigningAlgs() []string { return access.OIDCSigningAlgs() }
 type Config struct {
 	// Listen is the host:port to serve HTTPS on.
 	Listen string
+	// AdvertiseAddress is the IP cluster members reach this gateway at
+	// (kube-apiserver's --advertise-address): the kubernetes Service's
+	// endpoint. Default: the listen IP, or the host's default interface.
+	AdvertiseAddress string
 	// TLS is the serving configuration; it must not offer h2.
 	TLS *tls.Config
 	// CacheNodes are the read API addresses of the cache nodes serving
@@ -221,6 +225,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		ConsistentReadFallback: cfg.ConsistentReadFallback, MinWatchTimeout: cfg.MinWatchTimeout,
 		BookmarkInterval: cfg.BookmarkInterval, QuotaRecountInterval: cfg.QuotaRecountInterval,
 		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, Kubelet: cfg.Kubelet,
+		AdvertiseAddress: cfg.AdvertiseAddress,
 	}, components.Deps{
 		Backend: d.Backend, NATS: d.NATS, Directory: d.Directory, Logger: d.Logger, Metrics: d.Metrics, Gatherer: d.Gatherer,
 	})
@@ -284,7 +289,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", g.cfg.Listen, err)
 	}
-	g.c.Start()
+	g.c.Start(ln.Addr())
 	ln = guard.TrackConns(ln)
 	g.mu.Lock()
 	g.listener = ln

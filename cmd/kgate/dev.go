@@ -48,7 +48,7 @@ func runDev(ctx context.Context, args []string) error {
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window, InsecureInternal: *insecureInternal,
 	}
-	dcfg.EtcdCompactionInterval, dcfg.EventTTL = *uf.compaction, *uf.eventTTL
+	dcfg.EtcdCompactionInterval, dcfg.EventTTL, dcfg.NodePortRange = *uf.compaction, *uf.eventTTL, *uf.nodePorts
 	af.dev(&dcfg)
 	of.dev(&dcfg)
 	kf.dev(&dcfg)

@@ -140,6 +140,7 @@ func runGateway(ctx context.Context, args []string) error {
 	bf := addBackendFlags(fs)
 	bind := fs.String("bind-address", "0.0.0.0", "address to serve HTTPS on")
 	port := fs.Int("secure-port", 6443, "port to serve HTTPS on")
+	advertise := fs.String("advertise-address", "", "IP cluster members reach this gateway at: the kubernetes Service's endpoint (default: --bind-address, or the host's default interface when that is 0.0.0.0)")
 	certFile := fs.String("tls-cert-file", "", "serving certificate (PEM); required")
 	keyFile := fs.String("tls-private-key-file", "", "serving key (PEM); required")
 	clientCA := fs.String("client-ca-file", "", "CA bundle verifying client certificates")
@@ -169,7 +170,7 @@ func runGateway(ctx context.Context, args []string) error {
 	}
 	defer b.close()
 	cfg := gateway.Config{
-		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)),
+		Listen: net.JoinHostPort(*bind, strconv.Itoa(*port)), AdvertiseAddress: *advertise,
 		TLS: &tls.Config{
 			Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert,
 			MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},

@@ -64,6 +64,9 @@ type Config struct {
 	// ServiceCIDR is the range Service cluster IPs come from. Default
 	// ipalloc.DefaultCIDR.
 	ServiceCIDR string
+	// NodePortRange is the range Service node ports come from. Default
+	// portalloc.DefaultRange.
+	NodePortRange string
 	// CacheNodes and Gateways are how many of each run (default 1 each).
 	// Gateways listen on consecutive ports from Listen; the kubeconfig
 	// names the first.
@@ -224,7 +227,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 		splits = ranges.DefaultSplits()
 	}
 	t0 = time.Now()
-	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR,
+	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR, NodePortRange: cfg.NodePortRange,
 		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, Logger: log,
 		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"component": "storage"}, c.Registry)}); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 	"github.com/kgate/kgate/storage/compact"
 	"github.com/kgate/kgate/storage/crds"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/portalloc"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
@@ -41,6 +42,9 @@ type Config struct {
 	// ServiceCIDR is the range Service cluster IPs come from. Default
 	// ipalloc.DefaultCIDR.
 	ServiceCIDR string
+	// NodePortRange is the range Service node ports come from
+	// (--service-node-port-range). Default portalloc.DefaultRange.
+	NodePortRange string
 	// Registry is the set of served resources; default
 	// registry.NewBuiltin().
 	Registry *registry.Registry
@@ -67,6 +71,7 @@ type Backend struct {
 	Store      *storage.Store
 	Revisions  *revision.Oracle
 	ServiceIPs *ipalloc.Allocator
+	NodePorts  *portalloc.Allocator
 	// Etcd is Config.Etcd, for what works on etcd below the store (the
 	// CRD controller's watch and cleanup). Not closed by Close.
 	Etcd *clientv3.Client
@@ -115,6 +120,10 @@ func Open(cfg Config) (_ *Backend, err error) {
 		}},
 		{"service IPs", func() (err error) {
 			b.ServiceIPs, err = ipalloc.New(ipalloc.Config{Client: cfg.Etcd, CIDR: cfg.ServiceCIDR, Logger: cfg.Logger.With("component", "ipalloc")})
+			return err
+		}},
+		{"node ports", func() (err error) {
+			b.NodePorts, err = portalloc.New(portalloc.Config{Client: cfg.Etcd, Range: cfg.NodePortRange, Logger: cfg.Logger.With("component", "portalloc")})
 			return err
 		}},
 		{"CRDs", func() (err error) {

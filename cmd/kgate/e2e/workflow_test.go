@@ -130,6 +130,7 @@ func TestKubectl(t *testing.T) {
 		{"replace", testReplace},
 		{"scale", testScale},
 		{"create errors", testCreateErrors},
+		{"control plane objects", testControlPlaneObjects},
 		{"discovery", testDiscovery},
 		{"cli", testCLI},
 		{"explain", testExplain},

@@ -336,3 +336,10 @@ func Deleted(qualified schema.GroupResource, name string, uid types.UID) *metav1
 		Details:  &metav1.StatusDetails{Name: name, Group: qualified.Group, Kind: qualified.Resource, UID: uid},
 	}
 }
+
+// StatusError is Status as an error, for upstream code run over kgate's
+// storage that tells errors apart with apimachinery's apierrors.IsNotFound,
+// IsAlreadyExists, IsConflict (the APF bootstrap ensurer).
+func StatusError(err error, qualified schema.GroupResource, name string) *apierrors.StatusError {
+	return &apierrors.StatusError{ErrStatus: *Status(err, qualified, name)}
+}

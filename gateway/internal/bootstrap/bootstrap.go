@@ -1,9 +1,11 @@
 // Package bootstrap creates the objects every cluster has from its first
 // start, as kube-apiserver's bootstrap controllers do: the system
-// namespaces and the default RBAC policy (ClusterRoles and
-// ClusterRoleBindings of gateway/internal/rbacbootstrap, with
-// kube-controller-manager's per-controller roles and the Roles and
-// RoleBindings of the system namespaces), plus the
+// namespaces, the system priority classes (system-node-critical,
+// system-cluster-critical, upstream's scheduling post-start hook) and the
+// default RBAC policy (ClusterRoles and ClusterRoleBindings of
+// gateway/internal/rbacbootstrap, with kube-controller-manager's
+// per-controller roles and the Roles and RoleBindings of the system
+// namespaces), plus the
 // "default" ServiceAccount of each system namespace, which
 // kube-controller-manager creates upstream. Every gateway runs it;
 // creating what exists is harmless. Defaults that exist are left as they
@@ -18,9 +20,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
 
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
@@ -47,8 +51,9 @@ type Semantics interface {
 	Create(ctx context.Context, res *registry.Resource, subresource string, obj runtime.Object) (builtin.Result, error)
 }
 
-// Ensure creates the system namespaces, their default ServiceAccounts and
-// the default ClusterRoles and ClusterRoleBindings that do not exist.
+// Ensure creates the system namespaces, their default ServiceAccounts,
+// the system priority classes and the default ClusterRoles and
+// ClusterRoleBindings that do not exist.
 func Ensure(ctx context.Context, store creator, reg *registry.Registry, sem Semantics) error {
 	for _, name := range SystemNamespaces {
 		if err := create(ctx, store, reg, sem, corev1.SchemeGroupVersion.WithResource("namespaces"),
@@ -57,6 +62,11 @@ func Ensure(ctx context.Context, store creator, reg *registry.Registry, sem Sema
 		}
 		if err := EnsureServiceAccount(ctx, store, reg, name); err != nil {
 			return err
+		}
+	}
+	for _, pc := range schedulingapiv1.SystemPriorityClasses() {
+		if err := create(ctx, store, reg, sem, schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"), pc.DeepCopy()); err != nil {
+			return fmt.Errorf("cannot create priorityclass %s: %w", pc.Name, err)
 		}
 	}
 	for _, r := range rbacbootstrap.Roles() {

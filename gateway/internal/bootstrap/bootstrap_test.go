@@ -6,8 +6,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
 
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/rbacbootstrap"
@@ -47,6 +49,16 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		sa, _ := reg.Lookup(corev1.SchemeGroupVersion.WithResource("serviceaccounts"))
 		if _, err := store.Get(ctx, sa, name, DefaultServiceAccount, 0); err != nil {
 			t.Errorf("default service account of %s: %v", name, err)
+		}
+	}
+	pcs, _ := reg.Lookup(schedulingv1.SchemeGroupVersion.WithResource("priorityclasses"))
+	for _, want := range schedulingapiv1.SystemPriorityClasses() {
+		obj, err := store.Get(ctx, pcs, "", want.Name, 0)
+		if err != nil {
+			t.Fatalf("priorityclass %s: %v", want.Name, err)
+		}
+		if got := obj.(*schedulingv1.PriorityClass); got.Value != want.Value || got.Description != want.Description || got.PreemptionPolicy == nil {
+			t.Errorf("priorityclass %s stored as %+v, want value %d, upstream's description and a defaulted preemptionPolicy", want.Name, got, want.Value)
 		}
 	}
 	roles, _ := reg.Lookup(rbacv1.SchemeGroupVersion.WithResource("clusterroles"))

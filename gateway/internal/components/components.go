@@ -13,17 +13,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
+	"github.com/kgate/kgate/gateway/internal/apiserverid"
+	"github.com/kgate/kgate/gateway/internal/authn"
+	"github.com/kgate/kgate/gateway/internal/authtrust"
 	"github.com/kgate/kgate/gateway/internal/bootstrap"
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/controllers"
@@ -33,6 +40,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
+	"github.com/kgate/kgate/gateway/internal/kubernetesservice"
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/gateway/internal/openapi"
 	"github.com/kgate/kgate/gateway/internal/reqmetrics"
@@ -70,6 +78,11 @@ type Config struct {
 	Limits     guard.LimitsConfig
 	ServingTLS guard.ServingTLSConfig
 	Kubelet    kubeletproxy.Config
+	// AdvertiseAddress is the IP this gateway is reached at by cluster
+	// members (kube-apiserver's --advertise-address): the kubernetes
+	// Service's endpoint and the identity Lease. Default: the listen
+	// address, or the host's default interface when that is unspecified.
+	AdvertiseAddress string
 }
 
 // Deps are what the parts run on; the caller owns them.
@@ -107,7 +120,11 @@ type Set struct {
 
 	log        *slog.Logger
 	backend    *backend.Backend
-	base       context.Context // cancelled when the stop starts: ends watches
+	advertise  netip.Addr
+	self       atomic.Pointer[netip.AddrPort] // set by Start
+	keepers    sync.WaitGroup                 // the identity and endpoint lease keepers
+	stopKeep   context.CancelFunc             // ends the keepers; set by Start
+	base       context.Context                // cancelled when the stop starts: ends watches
 	cancelBase context.CancelFunc
 	stopOnce   sync.Once
 }
@@ -121,6 +138,11 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 		return nil, errors.New("cannot make gateway components: cache nodes or a directory are required")
 	}
 	s := &Set{log: d.Logger, backend: d.Backend}
+	if cfg.AdvertiseAddress != "" {
+		if s.advertise, err = netip.ParseAddr(cfg.AdvertiseAddress); err != nil {
+			return nil, fmt.Errorf("cannot make gateway components: advertise address: %w", err)
+		}
+	}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -174,7 +196,9 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if s.Controllers, err = controllers.New(controllers.Config{}, controllers.Deps{Backend: b, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+	if s.Controllers, err = controllers.New(controllers.Config{Self: s.Self, AuthTrust: authTrust(cfg.Auth)}, controllers.Deps{
+		Backend: b, Semantics: s.Semantics, Logger: d.Logger, Metrics: d.Metrics,
+	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	return s, nil
@@ -237,7 +261,7 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 	}
 	s.REST, err = rest.New(s.base, rest.Config{
 		Registry: b.Registry, Ranges: b.Ranges, Store: b.Store, Cache: s.Router, Metrics: restMetrics,
-		Revisions: b.Revisions, Hub: s.Hub, Codec: s.Codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs,
+		Revisions: b.Revisions, Hub: s.Hub, Codec: s.Codec, StorageCodec: b.Codec, ServiceIPs: b.ServiceIPs, NodePorts: b.NodePorts,
 		Logger: d.Logger, MinWatchTimeout: cfg.MinWatchTimeout, BookmarkInterval: cfg.BookmarkInterval,
 		ConsistentReadFallback: rest.Fallback(cfg.ConsistentReadFallback),
 		Admission:              s.Chain,
@@ -282,12 +306,99 @@ func (s *Set) Bootstrap(ctx context.Context) error {
 
 // Start starts the background parts in order: access (the RBAC feed),
 // admission (its feeds and periodic jobs), guard (audit writer,
-// certificate reload), the cluster-wide controllers (their election).
-func (s *Set) Start() {
+// certificate reload), this gateway's apiserver identity and endpoint
+// leases (it serves on listen), the cluster-wide controllers (their
+// election).
+func (s *Set) Start(listen net.Addr) {
 	s.step("started", "access", s.Access.Start)
 	s.step("started", "admission", s.Chain.Start)
 	s.step("started", "guard", s.Guard.Start)
+	s.step("started", "leases", func() { s.startKeepers(listen) })
 	s.step("started", "controllers", s.Controllers.Start)
+}
+
+// Self is this gateway's advertised IP and port, once Start knows them.
+func (s *Set) Self() (netip.Addr, int, bool) {
+	ap := s.self.Load()
+	if ap == nil {
+		return netip.Addr{}, 0, false
+	}
+	return ap.Addr(), int(ap.Port()), true
+}
+
+// startKeepers keeps this gateway's apiserver identity Lease and its
+// key among the kubernetes Service's endpoints while it runs.
+func (s *Set) startKeepers(listen net.Addr) {
+	ap, err := advertised(s.advertise, listen)
+	if err != nil {
+		s.log.Error("cannot keep the apiserver identity and endpoint leases", "err", err)
+		return
+	}
+	s.self.Store(&ap)
+	b := s.backend
+	id, err := apiserverid.New(apiserverid.Config{Store: b.Store, Registry: b.Registry, Logger: s.log.With("component", "apiserverid"), Advertise: ap.String()})
+	if err != nil {
+		s.log.Error("cannot keep the apiserver identity lease", "err", err)
+		return
+	}
+	leases, err := kubernetesservice.NewLeases(b.Etcd, b.Codec, 0)
+	if err != nil {
+		s.log.Error("cannot keep the apiserver endpoint lease", "err", err)
+		return
+	}
+	ep, err := kubernetesservice.NewKeeper(leases, ap.Addr(), 0, s.log.With("component", "endpointlease"))
+	if err != nil {
+		s.log.Error("cannot keep the apiserver endpoint lease", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopKeep = cancel
+	s.keepers.Go(func() { id.Run(ctx) })
+	s.keepers.Go(func() { ep.Run(ctx) })
+}
+
+// advertised is the address other members reach this gateway at: the
+// configured IP (or the listen IP, or the host's default interface when
+// that is unspecified, as kube-apiserver picks its advertise address) and
+// the listen port.
+func advertised(ip netip.Addr, listen net.Addr) (netip.AddrPort, error) {
+	tcp, ok := listen.(*net.TCPAddr)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("cannot tell the advertised address: listening on %v", listen)
+	}
+	if !ip.IsValid() {
+		host, err := utilnet.ResolveBindAddress(tcp.IP)
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("cannot tell the advertised address: %w", err)
+		}
+		var ok bool
+		if ip, ok = netip.AddrFromSlice(host); !ok {
+			return netip.AddrPort{}, fmt.Errorf("cannot tell the advertised address of %v", host)
+		}
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(tcp.Port)), nil
+}
+
+// authTrust is what the extension-apiserver-authentication ConfigMap
+// says of this gateway: its client CA and, with a front-proxy CA, the
+// request-header settings as the authenticator applies them.
+func authTrust(c access.Config) authtrust.Info {
+	rh := c.RequestHeader
+	info := authtrust.Info{ClientCAFile: c.ClientCAFile, RequestHeaderCAFile: rh.ClientCAFile}
+	if rh.ClientCAFile == "" {
+		return info
+	}
+	or := func(v, def []string) []string {
+		if len(v) == 0 {
+			return def
+		}
+		return v
+	}
+	info.AllowedNames, info.UIDHeaders = rh.AllowedNames, rh.UIDHeaders
+	info.UsernameHeaders = or(rh.UsernameHeaders, authn.DefaultUsernameHeaders)
+	info.GroupHeaders = or(rh.GroupHeaders, authn.DefaultGroupHeaders)
+	info.ExtraHeaderPrefixes = or(rh.ExtraHeaderPrefixes, authn.DefaultExtraHeaderPrefixes)
+	return info
 }
 
 // Stopping is nil until Stop starts, then the reason.
@@ -303,6 +414,11 @@ func (s *Set) Base() context.Context { return s.base }
 func (s *Set) Stop() {
 	s.stopOnce.Do(func() {
 		s.cancelBase()
+		if s.stopKeep != nil {
+			// The endpoint lease goes first: the kubernetes Service stops
+			// sending new connections here while requests drain.
+			s.step("stopped", "leases", func() { s.stopKeep(); s.keepers.Wait() })
+		}
 		if s.Controllers != nil {
 			s.step("stopped", "controllers", s.Controllers.Close)
 		}

@@ -2,8 +2,12 @@
 // runs inside itself, in exactly one gateway of the tier at a time: each
 // gateway is a candidate of the leader election (gateway/internal/leader,
 // a Lease kube-system/kgate-controllers), and the one holding the Lease
-// runs the controllers (today the CRD controller,
-// gateway/internal/crdcontroller). kgate_controllers_leading tells which
+// runs the controllers: CRD names and status (crdcontroller), the APF
+// bootstrap configuration (apfbootstrap), the collection of expired
+// apiserver identity Leases (apiserverid), the "kubernetes" Service and
+// its endpoints (kubernetesservice), the
+// extension-apiserver-authentication ConfigMap (authtrust) and the
+// NodePort repair (nodeportrepair). kgate_controllers_leading tells which
 // gateway leads.
 package controllers
 
@@ -11,12 +15,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/gateway/internal/apfbootstrap"
+	"github.com/kgate/kgate/gateway/internal/apiserverid"
+	"github.com/kgate/kgate/gateway/internal/authtrust"
 	"github.com/kgate/kgate/gateway/internal/crdcontroller"
+	"github.com/kgate/kgate/gateway/internal/kubernetesservice"
 	"github.com/kgate/kgate/gateway/internal/leader"
+	"github.com/kgate/kgate/gateway/internal/nodeportrepair"
 	"github.com/kgate/kgate/storage/backend"
 )
 
@@ -25,13 +35,23 @@ type Config struct {
 	// Identity is this gateway's holder identity; default hostname_uuid.
 	Identity                                  string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Self is this gateway's advertised IP and port once it listens (the
+	// kubernetes Service's endpoints); nil runs no kubernetes Service
+	// controller.
+	Self func() (netip.Addr, int, bool)
+	// AuthTrust is this gateway's authentication settings for the
+	// extension-apiserver-authentication ConfigMap.
+	AuthTrust authtrust.Info
 }
 
 // Deps are what the controllers run on; all required.
 type Deps struct {
 	Backend *backend.Backend
-	Logger  *slog.Logger
-	Metrics prometheus.Registerer
+	// Semantics is upstream's create semantics (builtin.Semantics), for
+	// the kubernetes Service.
+	Semantics kubernetesservice.Semantics
+	Logger    *slog.Logger
+	Metrics   prometheus.Registerer
 }
 
 // Controllers is the election and the controllers it runs.
@@ -42,19 +62,19 @@ type Controllers struct {
 
 // New builds the controllers and the election; Start begins competing.
 func New(cfg Config, d Deps) (*Controllers, error) {
-	if d.Backend == nil || d.Backend.Etcd == nil || d.Logger == nil || d.Metrics == nil {
-		return nil, errors.New("cannot make the cluster-wide controllers: Backend (with Etcd), Logger and Metrics are required")
+	if d.Backend == nil || d.Backend.Etcd == nil || d.Semantics == nil || d.Logger == nil || d.Metrics == nil {
+		return nil, errors.New("cannot make the cluster-wide controllers: Backend (with Etcd), Semantics, Logger and Metrics are required")
 	}
-	b := d.Backend
-	crds, err := crdcontroller.New(crdcontroller.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: d.Logger})
+	list, err := controllers(cfg, d)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
 	}
+	b := d.Backend
 	e, err := leader.New(leader.Config{
 		Store: b.Store, Registry: b.Registry, Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 		Logger: d.Logger.With("component", "leader"),
-	}, leader.Controller{Name: "crd", Run: crds.Run})
+	}, list...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
 	}
@@ -72,6 +92,56 @@ func New(cfg Config, d Deps) (*Controllers, error) {
 		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
 	}
 	return c, nil
+}
+
+// controllers builds the controllers the leader runs.
+func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
+	b := d.Backend
+	log := func(name string) *slog.Logger { return d.Logger.With("controller", name) }
+	crds, err := crdcontroller.New(crdcontroller.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: d.Logger})
+	if err != nil {
+		return nil, err
+	}
+	apf, err := apfbootstrap.New(apfbootstrap.Config{Store: b.Store, Registry: b.Registry, Logger: log("apf-bootstrap")})
+	if err != nil {
+		return nil, err
+	}
+	leaseGC, err := apiserverid.NewGC(apiserverid.GCConfig{Store: b.Store, Registry: b.Registry, Logger: log("apiserver-lease-gc")})
+	if err != nil {
+		return nil, err
+	}
+	trust, err := authtrust.New(authtrust.Config{Store: b.Store, Registry: b.Registry, Logger: log("cluster-authentication-trust"), Info: cfg.AuthTrust})
+	if err != nil {
+		return nil, err
+	}
+	list := []leader.Controller{
+		{Name: "crd", Run: crds.Run},
+		{Name: "apf-bootstrap", Run: apf.Run},
+		{Name: "apiserver-lease-gc", Run: leaseGC.Run},
+		{Name: "cluster-authentication-trust", Run: trust.Run},
+	}
+	if b.NodePorts != nil {
+		repair, err := nodeportrepair.New(nodeportrepair.Config{Store: b.Store, Registry: b.Registry, Ports: b.NodePorts, Logger: log("nodeport-repair")})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, leader.Controller{Name: "nodeport-repair", Run: repair.Run})
+	}
+	if cfg.Self != nil && b.ServiceIPs != nil {
+		leases, err := kubernetesservice.NewLeases(b.Etcd, b.Codec, 0)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := kubernetesservice.New(kubernetesservice.Config{
+			Store: b.Store, Registry: b.Registry, Semantics: d.Semantics, ServiceIPs: b.ServiceIPs, Leases: leases,
+			Logger: log("kubernetes-service"), ServiceIP: b.ServiceIPs.Reserved(), Self: cfg.Self,
+		})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, leader.Controller{Name: "kubernetes-service", Run: svc.Run})
+	}
+	return list, nil
 }
 
 // Start competes for the Lease; the leader runs the controllers.

@@ -1,16 +1,22 @@
 package controllers
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/gateway/internal/leader"
 	"github.com/kgate/kgate/storage/backend"
+	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/storagetest"
 )
 
@@ -35,8 +41,13 @@ func TestLeadAlone(t *testing.T) {
 	}
 	t.Cleanup(b.Close)
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{Identity: "gw-0", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
-		Deps{Backend: b, Logger: log, Metrics: reg})
+	sem, err := builtin.New(registry.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := func() (netip.Addr, int, bool) { return netip.MustParseAddr("127.0.0.1"), 6443, true }
+	c, err := New(Config{Identity: "gw-0", LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond, Self: self},
+		Deps{Backend: b, Semantics: sem, Logger: log, Metrics: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +70,23 @@ func TestLeadAlone(t *testing.T) {
 	}
 	if h := holder(); h != "gw-0" {
 		t.Errorf("lease holder %q, want gw-0", h)
+	}
+	// The leader runs the registered controllers: each leaves its object.
+	for _, o := range []struct {
+		gvr      schema.GroupVersionResource
+		ns, name string
+	}{
+		{corev1.SchemeGroupVersion.WithResource("services"), "default", "kubernetes"},
+		{corev1.SchemeGroupVersion.WithResource("endpoints"), "default", "kubernetes"},
+		{discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "default", "kubernetes"},
+		{corev1.SchemeGroupVersion.WithResource("configmaps"), "kube-system", "extension-apiserver-authentication"},
+		{flowcontrolv1.SchemeGroupVersion.WithResource("flowschemas"), "", "catch-all"},
+	} {
+		res, _ := b.Registry.Lookup(o.gvr)
+		storagetest.Eventually(t, 20*time.Second, o.gvr.Resource+" "+o.name, func() error {
+			_, err := b.Store.Get(t.Context(), res, o.ns, o.name, 0)
+			return err
+		})
 	}
 	c.Close()
 	if c.Leading() || testutil.ToFloat64(c.leading) != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage/ipalloc"
+	"github.com/kgate/kgate/storage/portalloc"
 )
 
 // serviceIPs allocates Service cluster IPs consistently across gateways.
@@ -21,16 +22,42 @@ type serviceIPs interface {
 	Release(ctx context.Context, ip string) error
 }
 
+// nodePorts allocates Service node ports consistently across gateways
+// (storage/portalloc).
+type nodePorts interface {
+	Allocate(ctx context.Context, port int) error
+	AllocateNext(ctx context.Context) (int, error)
+	Release(ctx context.Context, ports ...int) error
+}
+
 // needsClusterIP reports whether kube-apiserver gives svc a cluster IP.
 func needsClusterIP(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone
 }
 
 // allocate takes what a new object needs from shared pools (a Service's
-// cluster IP) and returns how to give it back if the create fails.
+// cluster IP and node ports) and returns how to give it back if the
+// create fails.
 func (h *Handler) allocate(ctx context.Context, obj runtime.Object) (release func(), err error) {
 	svc, ok := obj.(*corev1.Service)
-	if !ok || h.cfg.ServiceIPs == nil || !needsClusterIP(svc) {
+	if !ok {
+		return func() {}, nil
+	}
+	releaseIP, err := h.allocateIP(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	releasePorts, err := h.allocateNodePorts(ctx, svc)
+	if err != nil {
+		releaseIP()
+		return nil, err
+	}
+	return func() { releasePorts(); releaseIP() }, nil
+}
+
+// allocateIP gives svc its cluster IP.
+func (h *Handler) allocateIP(ctx context.Context, svc *corev1.Service) (release func(), err error) {
+	if h.cfg.ServiceIPs == nil || !needsClusterIP(svc) {
 		return func() {}, nil
 	}
 	ip := svc.Spec.ClusterIP
@@ -147,13 +174,43 @@ func keepAllocations(next, cur runtime.Object) {
 		n.Spec.ClusterIP = c.Spec.ClusterIP
 		n.Spec.ClusterIPs = c.Spec.ClusterIPs
 	}
+	keepNodePorts(n, c)
+}
+
+// keepNodePorts carries the node ports cur holds into next where next
+// leaves them unset, as upstream's service REST does on update
+// (patchAllocatedValues): a port keeps its node port, matched by port
+// and protocol, and the health check node port stays.
+func keepNodePorts(next, cur *corev1.Service) {
+	if needsNodePorts(cur) && needsNodePorts(next) {
+		for i := range next.Spec.Ports {
+			p := &next.Spec.Ports[i]
+			if p.NodePort != 0 {
+				continue
+			}
+			for _, old := range cur.Spec.Ports {
+				if old.Port == p.Port && old.Protocol == p.Protocol {
+					p.NodePort = old.NodePort
+					break
+				}
+			}
+		}
+	}
+	if needsHealthCheckNodePort(cur) && needsHealthCheckNodePort(next) && next.Spec.HealthCheckNodePort == 0 {
+		next.Spec.HealthCheckNodePort = cur.Spec.HealthCheckNodePort
+	}
 }
 
 // releaseAllocations gives back what a deleted object held.
 func (h *Handler) releaseAllocations(obj runtime.Object) {
-	if svc, ok := obj.(*corev1.Service); ok && h.cfg.ServiceIPs != nil && needsClusterIP(svc) && svc.Spec.ClusterIP != "" {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return
+	}
+	if h.cfg.ServiceIPs != nil && needsClusterIP(svc) && svc.Spec.ClusterIP != "" {
 		h.releaseIP(svc.Spec.ClusterIP)
 	}
+	h.releaseNodePorts(portalloc.ServicePorts(svc))
 }
 
 func (h *Handler) releaseIP(ip string) {

@@ -68,6 +68,8 @@ type Config struct {
 	Metrics *Metrics
 	// ServiceIPs allocates Service cluster IPs; nil allocates none.
 	ServiceIPs serviceIPs
+	// NodePorts allocates Service node ports; nil allocates none.
+	NodePorts nodePorts
 	// ConsistentReadFallback says what a consistent read does when the
 	// cache node cannot reach etcd's revision in time: FallbackReject
 	// (default: 429 with Retry-After) or FallbackEtcd.
