@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -207,4 +208,31 @@ func (l liveLookup) ListParams(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	return out, nil
+}
+
+// Object implements upstream.Objects.
+func (l liveLookup) Object(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (runtime.Object, error) {
+	res, err := l.resource(gvr)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := l.store.Get(ctx, res, ns, name, 0)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+	}
+	return obj, err
+}
+
+// kind returns the stored resource of a versioned object's kind (the
+// resources upstream plugins' informers list).
+func (l liveLookup) kind(obj runtime.Object) (schema.GroupVersionResource, error) {
+	kinds, _, err := l.reg.Scheme().ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	res, err := l.byKind(kinds[0])
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	return res.GVR(), nil
 }
