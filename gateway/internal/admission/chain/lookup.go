@@ -6,13 +6,13 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/gateway/internal/admission/lifecycle"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -218,7 +218,7 @@ func (l liveLookup) Object(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 	obj, err := l.store.Get(ctx, res, ns, name, 0)
 	if errors.Is(err, storage.ErrNotFound) {
-		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+		return nil, apierror.NotFound(gvr.GroupResource(), name)
 	}
 	return obj, err
 }
