@@ -10,7 +10,6 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/storage/storagetest"
 )
@@ -19,8 +18,8 @@ import (
 // dev's chain by default, on listers the gateway's feed fills: a new
 // PriorityClass is resolved into a pod's priority, the pod gets its
 // ServiceAccount token volume and the default tolerations, and a
-// namespace's PodSecurity label rejects a privileged pod with upstream's
-// message.
+// namespace's PodSecurity label rejects a host-network pod with
+// upstream's message.
 func TestUpstreamAdmissionPlugins(t *testing.T) {
 	c := cluster(t)
 	cs := clientset(t, c, false, nil)
@@ -36,7 +35,9 @@ func TestUpstreamAdmissionPlugins(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PodSpec{PriorityClassName: pc.Name, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
 		if privileged {
-			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			// Not securityContext.privileged: kgate, like kube-apiserver
+			// without --allow-privileged, refuses it in validation first.
+			p.Spec.HostNetwork = true
 		}
 		return p
 	}
@@ -70,7 +71,7 @@ func TestUpstreamAdmissionPlugins(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const want = `pods "bad" is forbidden: violates PodSecurity "baseline:latest": privileged (container "c" must not set securityContext.privileged=true)`
+	const want = `pods "bad" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`
 	storagetest.Eventually(t, 15*time.Second, "the namespace label is known to admission", func() error {
 		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod("bad", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil {
