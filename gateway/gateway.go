@@ -118,6 +118,11 @@ type Config struct {
 	// status.used from the objects this often (kube-controller-manager's
 	// resourcequota resync). Zero: off.
 	QuotaRecountInterval time.Duration
+	// EnableAdmissionPlugins and DisableAdmissionPlugins change the
+	// admission plugins run from kube-apiserver 1.37's default set, by
+	// upstream's names (--enable-admission-plugins,
+	// --disable-admission-plugins); an unknown name fails New.
+	EnableAdmissionPlugins, DisableAdmissionPlugins []string
 
 	// Auth is authentication and authorization.
 	Auth AuthConfig
@@ -224,6 +229,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		TLS: cfg.TLS, CacheNodes: cfg.CacheNodes, CacheNodeTLS: cfg.CacheNodeTLS, KubernetesVersion: cfg.KubernetesVersion, Build: cfg.Build,
 		ConsistentReadFallback: cfg.ConsistentReadFallback, MinWatchTimeout: cfg.MinWatchTimeout,
 		BookmarkInterval: cfg.BookmarkInterval, QuotaRecountInterval: cfg.QuotaRecountInterval,
+		EnableAdmissionPlugins: cfg.EnableAdmissionPlugins, DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
 		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, Kubelet: cfg.Kubelet,
 		AdvertiseAddress: cfg.AdvertiseAddress,
 	}, components.Deps{

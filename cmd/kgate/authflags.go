@@ -27,6 +27,9 @@ type authFlags struct {
 	audiences  listFlag
 	aggregate  *bool
 	recount    *time.Duration
+	// enablePlugins, disablePlugins: --enable-admission-plugins,
+	// --disable-admission-plugins.
+	enablePlugins, disablePlugins listFlag
 
 	oidc          gateway.OIDCConfig
 	requestHeader gateway.RequestHeaderConfig
@@ -100,6 +103,8 @@ func addAuthFlags(fs *flag.FlagSet, dev bool) *authFlags {
 		recount = time.Minute
 	}
 	a.recount = fs.Duration("quota-recount-interval", recount, "recount every ResourceQuota's status.used from the objects this often, as kube-controller-manager's resourcequota controller (0: off; for clusters without one)")
+	fs.Var(&a.enablePlugins, "enable-admission-plugins", "admission plugins to enable besides the default ones ("+strings.Join(gateway.DefaultAdmissionPlugins(), ", ")+"); comma-separated, by kube-apiserver's names; the order does not matter")
+	fs.Var(&a.disablePlugins, "disable-admission-plugins", "admission plugins to disable although on by default; comma-separated; the order does not matter")
 	if !dev {
 		a.aggregate = fs.Bool("aggregate-cluster-roles", false, "write the rules of aggregated ClusterRoles into them, as kube-controller-manager's clusterrole-aggregation controller (for clusters without one; kgate dev always does)")
 	}
@@ -159,6 +164,7 @@ func (a *authFlags) gateway(cfg *gateway.Config) {
 	ac.ServiceAccountIssuers, ac.APIAudiences = a.issuers, a.audiences
 	ac.AggregateClusterRoles = *a.aggregate
 	cfg.QuotaRecountInterval = *a.recount
+	cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins = a.enablePlugins, a.disablePlugins
 	ac.OIDC, ac.RequestHeader = a.oidc, a.requestHeader
 }
 
@@ -170,4 +176,5 @@ func (a *authFlags) dev(cfg *devcluster.Config) {
 	cfg.ServiceAccountIssuers, cfg.APIAudiences = a.issuers, a.audiences
 	cfg.OIDC, cfg.RequestHeader = a.oidc, a.requestHeader
 	cfg.QuotaRecountInterval = *a.recount
+	cfg.EnableAdmissionPlugins, cfg.DisableAdmissionPlugins = a.enablePlugins, a.disablePlugins
 }

@@ -126,6 +126,9 @@ type Config struct {
 	// QuotaRecountInterval recounts the ResourceQuotas this often (see
 	// gateway.Config); zero keeps them as admission charges them.
 	QuotaRecountInterval time.Duration
+	// EnableAdmissionPlugins and DisableAdmissionPlugins go to every
+	// gateway (see gateway.Config).
+	EnableAdmissionPlugins, DisableAdmissionPlugins []string
 
 	// Audit, Limits and ServingTLS go to every gateway (see
 	// gateway.Config). ServingTLS's files default to the dev serving
@@ -316,8 +319,9 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 					AggregateClusterRoles: true,
 					OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
 				},
-				QuotaRecountInterval: cfg.QuotaRecountInterval,
-				Audit:                cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
+				QuotaRecountInterval:   cfg.QuotaRecountInterval,
+				EnableAdmissionPlugins: cfg.EnableAdmissionPlugins, DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
+				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 				Kubelet: cfg.Kubelet,
 			},
 			Deps: gateway.Deps{

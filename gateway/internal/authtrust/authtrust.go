@@ -153,7 +153,7 @@ func (c *Controller) Sync(ctx context.Context) error {
 
 // settings is one side of a merge (upstream's ClusterAuthenticationInfo).
 type settings struct {
-	clientCA, requestHeaderCA                            []*x509.Certificate
+	clientCA, requestHeaderCA                             []*x509.Certificate
 	allowedNames, username, uid, group, extraHeaderPrefix []string
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/directory"
@@ -70,8 +71,10 @@ type Config struct {
 	ConsistentReadFallback string
 	MinWatchTimeout        time.Duration
 	BookmarkInterval       time.Duration
-	// QuotaRecountInterval: see chain.Config.
-	QuotaRecountInterval time.Duration
+	// QuotaRecountInterval, EnableAdmissionPlugins,
+	// DisableAdmissionPlugins: see chain.Config.
+	QuotaRecountInterval                            time.Duration
+	EnableAdmissionPlugins, DisableAdmissionPlugins []string
 
 	Auth       access.Config
 	Audit      guard.AuditConfig
@@ -175,9 +178,16 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	if s.Chain, err = chain.New(chain.Config{QuotaRecountInterval: cfg.QuotaRecountInterval}, chain.Deps{
+	if s.Semantics, err = builtin.New(registry.Builtin()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Chain, err = chain.New(chain.Config{
+		QuotaRecountInterval: cfg.QuotaRecountInterval, EnablePlugins: cfg.EnableAdmissionPlugins,
+		DisablePlugins: cfg.DisableAdmissionPlugins, KubernetesVersion: v.Major + "." + v.Minor,
+	}, chain.Deps{
 		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: s.Router, Hub: s.Hub,
-		Revisions: b.Revisions, Authorizer: s.Access.Authorizer(), Escalation: s.Access.Escalation(), Logger: d.Logger,
+		Revisions: b.Revisions, Authorizer: s.Access.Authorizer(), Escalation: s.Access.Escalation(),
+		Scheme: s.Semantics.Scheme(), Features: utilfeature.DefaultFeatureGate, Logger: d.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
@@ -228,17 +238,14 @@ func (s *Set) newReads(cfg Config, d Deps) error {
 	return nil
 }
 
-// newWrites builds upstream's semantics of every built-in resource
-// (whether served now or added to the registry later) and
-// apiextensions-apiserver's of custom resources, the field managers and
-// the REST handlers.
+// newWrites builds apiextensions-apiserver's semantics of custom
+// resources beside upstream's of every built-in resource (s.Semantics,
+// built first for the admission chain), the field managers and the REST
+// handlers.
 func (s *Set) newWrites(cfg Config, d Deps) error {
 	restMetrics, err := rest.NewMetrics(d.Metrics)
 	if err != nil {
 		return err
-	}
-	if s.Semantics, err = builtin.New(registry.Builtin()); err != nil {
-		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	fields, err := s.newFieldManager()
 	if err != nil {

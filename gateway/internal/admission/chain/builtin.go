@@ -21,10 +21,10 @@ import (
 	"github.com/kgate/kgate/storage/registry"
 )
 
-// builtin is the gateway's own plugin: the ServiceAccount admission
-// default, RBAC escalation prevention, and the "default" ServiceAccount
-// of each new namespace (kube-controller-manager's job upstream; kgate
-// has no controller manager).
+// builtin is the gateway's own plugin: RBAC escalation prevention, and
+// the "default" ServiceAccount of each new namespace
+// (kube-controller-manager's job upstream; kgate has no controller
+// manager). Pods get their ServiceAccount from upstream's plugin.
 type builtin struct {
 	esc   *authz.Escalation
 	store *storage.Store
@@ -38,16 +38,7 @@ func (b builtin) Admit(_ context.Context, at *adm.Attributes) error {
 	if at.Operation == adm.Delete {
 		return nil
 	}
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		if old == nil && o.Spec.ServiceAccountName == "" {
-			// kube-apiserver's ServiceAccount admission plugin.
-			o.Spec.ServiceAccountName = bootstrap.DefaultServiceAccount
-		}
-		if o.Spec.DeprecatedServiceAccount == "" {
-			o.Spec.DeprecatedServiceAccount = o.Spec.ServiceAccountName
-		}
-		return nil
+	switch obj.(type) {
 	case *rbacv1.Role, *rbacv1.ClusterRole, *rbacv1.RoleBinding, *rbacv1.ClusterRoleBinding:
 		if old != nil && onlyGCFields(obj, old) {
 			return nil

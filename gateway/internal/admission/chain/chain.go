@@ -1,9 +1,11 @@
 // Package chain builds the gateway's admission chain in kube-apiserver's
-// order — NamespaceLifecycle, LimitRanger, ServiceAccount (and RBAC
-// escalation), MutatingAdmissionWebhook, then ValidatingAdmissionPolicy,
-// ValidatingAdmissionWebhook, ResourceQuota — with the feed of what its
-// plugins read on each write, the live etcd lookups they need fresh, and
-// the periodic quota recount.
+// order — NamespaceLifecycle, LimitRanger, (RBAC escalation), upstream's
+// plugins from ServiceAccount to PodResizeValidator, MutatingAdmissionWebhook,
+// then ValidatingAdmissionPolicy, ValidatingAdmissionWebhook,
+// ResourceQuota — as --enable/--disable-admission-plugins select them,
+// with the feed of what its plugins read on each write (the listers of
+// upstream's plugins included), the live etcd lookups they need fresh,
+// and the periodic quota recount.
 package chain
 
 import (
@@ -18,12 +20,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-base/featuregate"
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/admission/lifecycle"
 	"github.com/kgate/kgate/gateway/internal/admission/limitranger"
 	"github.com/kgate/kgate/gateway/internal/admission/policy"
 	"github.com/kgate/kgate/gateway/internal/admission/quota"
+	"github.com/kgate/kgate/gateway/internal/admission/upstream"
 	"github.com/kgate/kgate/gateway/internal/admission/webhook"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/feed"
@@ -43,6 +47,13 @@ type Config struct {
 	// status.used from the objects this often (kube-controller-manager's
 	// resourcequota resync). Zero: off.
 	QuotaRecountInterval time.Duration
+	// EnablePlugins and DisablePlugins change the admission plugins run
+	// from kube-apiserver's default set, as --enable-admission-plugins and
+	// --disable-admission-plugins (upstream.Resolve).
+	EnablePlugins, DisablePlugins []string
+	// KubernetesVersion is the version kgate serves (PodSecurity's
+	// effective version); required.
+	KubernetesVersion string
 }
 
 // Deps are what the chain reads and writes through; all required.
@@ -58,7 +69,12 @@ type Deps struct {
 	// Escalation checks RBAC writes.
 	Authorizer authz.Authorizer
 	Escalation *authz.Escalation
-	Logger     *slog.Logger
+	// Scheme has upstream's internal types and conversions
+	// (builtin.Semantics.Scheme); Features are the process's feature
+	// gates; both read by upstream's plugins.
+	Scheme   *runtime.Scheme
+	Features featuregate.FeatureGate
+	Logger   *slog.Logger
 }
 
 // Admission is the gateway's rest.Admission: the chain, which waits for
@@ -86,19 +102,40 @@ var (
 // New builds the chain; Start starts its feed.
 func New(cfg Config, d Deps) (*Admission, error) {
 	if d.Registry == nil || d.Ranges == nil || d.Codec == nil || d.Store == nil || d.Cache == nil || d.Hub == nil ||
-		d.Revisions == nil || d.Authorizer == nil || d.Escalation == nil || d.Logger == nil {
+		d.Revisions == nil || d.Authorizer == nil || d.Escalation == nil || d.Scheme == nil || d.Features == nil || d.Logger == nil {
 		return nil, fmt.Errorf("%w: every dependency is required", ErrConfig)
+	}
+	if cfg.KubernetesVersion == "" {
+		return nil, fmt.Errorf("%w: KubernetesVersion is required", ErrConfig)
+	}
+	plugins, err := upstream.Resolve(cfg.EnablePlugins, cfg.DisablePlugins)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	lookup := liveLookup{reg: d.Registry, store: d.Store}
+	celAuthz := celAuthorizer{d.Authorizer}
+	var names []string
+	for _, n := range plugins {
+		if !upstream.IsOwn(n) {
+			names = append(names, n)
+		}
+	}
+	up, err := upstream.New(upstream.Config{
+		Names: names, Scheme: d.Scheme, Kinds: lookup.kind, Objects: lookup, Authorizer: celAuthz,
+		Features: d.Features, Version: cfg.KubernetesVersion,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
 	f, err := feed.New(feed.Config{
 		Registry: d.Registry, Ranges: d.Ranges, Cache: d.Cache, Hub: d.Hub, Revisions: d.Revisions,
 		Codec: d.Codec, Logger: d.Logger.With("component", "admissionfeed"),
 		Resources: []schema.GroupVersionResource{gvrLimitRanges, gvrQuotas, gvrMutating, gvrValidating, gvrPolicies, gvrBindings},
+		Sinks:     up.Sinks(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
-	lookup := liveLookup{reg: d.Registry, store: d.Store}
-	celAuthz := celAuthorizer{d.Authorizer}
 	wh, err := webhook.New(webhook.Config{
 		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: lookup, Services: lookup,
 		Scheme: d.Registry.Scheme(), Logger: d.Logger.With("component", "webhooks"), Authorizer: celAuthz,
@@ -114,15 +151,40 @@ func New(cfg Config, d Deps) (*Admission, error) {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
 	quotas := quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup}
-	return &Admission{cfg: cfg, log: d.Logger, feed: f, quotas: quota.NewRecounter(quotas), chain: adm.Chain{
-		lifecycle.Plugin{Namespaces: lookup},
-		limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
-		builtin{esc: d.Escalation, store: d.Store, reg: d.Registry, log: d.Logger},
-		wh.Mutating(),
-		pol,
-		wh.Validating(),
-		quotas,
-	}}, nil
+	own := map[string]any{
+		upstream.NamespaceLifecycle:         lifecycle.Plugin{Namespaces: lookup},
+		upstream.LimitRanger:                limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
+		upstream.MutatingAdmissionWebhook:   wh.Mutating(),
+		upstream.ValidatingAdmissionPolicy:  pol,
+		upstream.ValidatingAdmissionWebhook: wh.Validating(),
+		upstream.ResourceQuota:              quotas,
+	}
+	return &Admission{cfg: cfg, log: d.Logger, feed: f, quotas: quota.NewRecounter(quotas),
+		chain: ordered(plugins, own, up, builtin{esc: d.Escalation, store: d.Store, reg: d.Registry, log: d.Logger})}, nil
+}
+
+// ordered is the chain of names in their order: kgate's own plugins,
+// upstream's (contiguous in kube-apiserver's order) as one link where the
+// first of them stands, and the RBAC escalation check (kube-apiserver's
+// role storage, not a plugin) after NamespaceLifecycle and LimitRanger.
+func ordered(names []string, own map[string]any, up *upstream.Plugins, esc builtin) adm.Chain {
+	var c adm.Chain
+	escAdded, upAdded := false, false
+	for _, n := range names {
+		if !escAdded && n != upstream.NamespaceLifecycle && n != upstream.LimitRanger {
+			c, escAdded = append(c, esc), true
+		}
+		switch {
+		case own[n] != nil:
+			c = append(c, own[n])
+		case !upAdded:
+			c, upAdded = append(c, up), true
+		}
+	}
+	if !escAdded {
+		c = append(c, esc)
+	}
+	return c
 }
 
 // Start starts the feed and, when configured, the quota recount.

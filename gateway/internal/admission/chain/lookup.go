@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/gateway/internal/admission/lifecycle"
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -207,4 +208,31 @@ func (l liveLookup) ListParams(ctx context.Context, gvk schema.GroupVersionKind,
 		}
 	}
 	return out, nil
+}
+
+// Object implements upstream.Objects.
+func (l liveLookup) Object(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (runtime.Object, error) {
+	res, err := l.resource(gvr)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := l.store.Get(ctx, res, ns, name, 0)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, apierror.NotFound(gvr.GroupResource(), name)
+	}
+	return obj, err
+}
+
+// kind returns the stored resource of a versioned object's kind (the
+// resources upstream plugins' informers list).
+func (l liveLookup) kind(obj runtime.Object) (schema.GroupVersionResource, error) {
+	kinds, _, err := l.reg.Scheme().ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	res, err := l.byKind(kinds[0])
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	return res.GVR(), nil
 }
