@@ -26,7 +26,7 @@ HELM_LDFLAGS := -s -w \
 	-X helm.sh/helm/v4/internal/version.version=v4.3.1 \
 	-X helm.sh/helm/v4/internal/version.gitTreeState=clean
 
-.PHONY: help build kubectl helm run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
+.PHONY: help build kubectl helm run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace conformance
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,17 @@ kubectl: ## build bin/kubectl from its Go module (pinned in cmd/kubectl/go.mod)
 
 helm: ## build bin/helm from helm's own main package (helm.sh/helm/v4/cmd/helm, pinned in cmd/helm/go.mod)
 	cd cmd/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(HELM_LDFLAGS)" -o $(HELM) helm.sh/helm/v4/cmd/helm
+
+# e2e.test: upstream's e2e suite (k8s.io/kubernetes/test/e2e, pinned in
+# cmd/e2e/go.mod) with the api-machinery specs. A heavy build (several
+# minutes cold): rebuilt only when cmd/e2e changes.
+E2E_TEST := $(BIN)/e2e.test
+
+$(E2E_TEST): cmd/e2e/go.mod cmd/e2e/go.sum cmd/e2e/e2e_test.go
+	cd cmd/e2e && CGO_ENABLED=0 $(GO) test -c -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(E2E_TEST) .
+
+conformance: build kubectl $(E2E_TEST) ## upstream's [Conformance] specs for CRDs and field validation against a fresh kgate dev (not in make test)
+	BIN=$(BIN) deploy/conformance/run.sh
 
 k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's staging modules, then tidy
 	GO=$(GO) deploy/k8smod/replace.sh $(K8S_VERSION) $(K8S_STAGING_VERSION) go.mod
