@@ -90,10 +90,12 @@ echo "kgate dev on 127.0.0.1:$port (pid $kgate_pid), log $out/kgate.log, kubecon
 #                                 kgate creates the "default" service
 #                                 account, but kube-root-ca.crt is published
 #                                 by kube-controller-manager, which is not here
+#   --disable-log-dump            no cluster/log-dump/log-dump.sh (a script of
+#                                 upstream's repository, run by the AfterSuite)
 e2e_flags=(
 	--kubeconfig="$kubeconfig" --kubectl-path="$bin/kubectl" --provider=skeleton
 	--allowed-not-ready-nodes=-1 --num-nodes=0 --minStartupPods=-1
-	--e2e-verify-service-account=false
+	--e2e-verify-service-account=false --disable-log-dump
 	--report-dir="$out" --ginkgo.no-color --ginkgo.focus="$FOCUS"
 )
 
