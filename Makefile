@@ -29,7 +29,7 @@ HELM_LDFLAGS := -s -w \
 	-X helm.sh/helm/v4/internal/version.version=v4.3.1 \
 	-X helm.sh/helm/v4/internal/version.gitTreeState=clean
 
-.PHONY: help build kubectl helm kube-controller-manager kube-scheduler kwok test-controlplane run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace
+.PHONY: help build kubectl helm kube-controller-manager kube-scheduler kwok test-controlplane run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace conformance
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,6 +55,17 @@ kube-scheduler: ## build bin/kube-scheduler from k8s.io/kubernetes (pinned in cm
 
 kwok: ## build bin/kwok from sigs.k8s.io/kwok (pinned in cmd/kwok/go.mod)
 	cd cmd/kwok && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(KWOK) sigs.k8s.io/kwok/cmd/kwok
+
+# e2e.test: upstream's e2e suite (k8s.io/kubernetes/test/e2e, pinned in
+# cmd/e2e/go.mod) with the api-machinery specs. A heavy build (several
+# minutes cold): rebuilt only when cmd/e2e changes.
+E2E_TEST := $(BIN)/e2e.test
+
+$(E2E_TEST): cmd/e2e/go.mod cmd/e2e/go.sum cmd/e2e/e2e_test.go
+	cd cmd/e2e && CGO_ENABLED=0 $(GO) test -c -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(E2E_TEST) .
+
+conformance: build kubectl $(E2E_TEST) ## upstream's [Conformance] specs for CRDs and field validation against a fresh kgate dev (not in make test)
+	BIN=$(BIN) deploy/conformance/run.sh
 
 k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's staging modules, then tidy
 	GO=$(GO) deploy/k8smod/replace.sh $(K8S_VERSION) $(K8S_STAGING_VERSION) go.mod
