@@ -2,8 +2,8 @@
 // runs inside itself, in exactly one gateway of the tier at a time: each
 // gateway is a candidate of the leader election (gateway/internal/leader,
 // a Lease kube-system/kgate-controllers), and the one holding the Lease
-// runs the controllers (today the CRD controller,
-// gateway/internal/crdcontroller). kgate_controllers_leading tells which
+// runs the controllers (the CRD controller, gateway/internal/crdcontroller;
+// the local APIServices, gateway/internal/autoregister). kgate_controllers_leading tells which
 // gateway leads.
 package controllers
 
@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/gateway/internal/autoregister"
 	"github.com/kgate/kgate/gateway/internal/crdcontroller"
 	"github.com/kgate/kgate/gateway/internal/leader"
 	"github.com/kgate/kgate/storage/backend"
@@ -50,11 +51,15 @@ func New(cfg Config, d Deps) (*Controllers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
 	}
+	apis, err := autoregister.New(autoregister.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: d.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
+	}
 	e, err := leader.New(leader.Config{
 		Store: b.Store, Registry: b.Registry, Identity: cfg.Identity,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 		Logger: d.Logger.With("component", "leader"),
-	}, leader.Controller{Name: "crd", Run: crds.Run})
+	}, leader.Controller{Name: "crd", Run: crds.Run}, leader.Controller{Name: "apiservice-autoregister", Run: apis.Run})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the cluster-wide controllers: %w", err)
 	}
