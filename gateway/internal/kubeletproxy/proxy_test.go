@@ -34,6 +34,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/proxyheader"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -418,7 +419,7 @@ func TestNodeProxy(t *testing.T) {
 		t.Fatalf("kubelet saw %s from %q", last.Path, last.ClientCN)
 	}
 	for name := range last.Header {
-		if !forwardable(name) {
+		if !proxyheader.Forwardable(name) {
 			t.Errorf("header %s reached the kubelet", name)
 		}
 	}

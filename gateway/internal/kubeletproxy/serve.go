@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/kgate/kgate/gateway/internal/proxyheader"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 )
 
@@ -100,7 +101,7 @@ func (p *Proxy) serveConn(wc *replayConn, auditID, what string, h http.Handler) 
 }
 
 // requestBytes is the request as the backend handlers read it: its
-// method, URI and headers without the client's credentials (forwardable)
+// method, URI and headers without the client's credentials (proxyheader.Forwardable)
 // and its body, already read by fasthttp, with its length.
 func requestBytes(rc *fasthttp.RequestCtx) []byte {
 	var b bytes.Buffer
@@ -116,7 +117,7 @@ func requestBytes(rc *fasthttp.RequestCtx) []byte {
 		case "Host", "Content-Length", "Transfer-Encoding":
 			continue
 		}
-		if !forwardable(name) || !safeHeader(k) || !safeHeader(v) {
+		if !proxyheader.Forwardable(name) || !proxyheader.Safe(k) || !proxyheader.Safe(v) {
 			continue
 		}
 		b.WriteString(name)
