@@ -3,6 +3,7 @@ package kubeletproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -91,7 +92,7 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
 		return p.upgradeAware(loc, rt, true, false, responder), nil
 	}
-	return nil, fmt.Errorf("cannot proxy %s/%s: %w", info.Resource, info.Subresource, errNotServed)
+	return nil, fmt.Errorf("cannot proxy %s/%s: %w", info.Resource, info.Subresource, errors.New("not a connect subresource"))
 }
 
 // streamHandler is exec's and attach's: upgrades proxied to the kubelet,

@@ -34,6 +34,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 	"github.com/kgate/kgate/gateway/internal/proxyheader"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
@@ -186,7 +187,7 @@ func newEnv(t *testing.T, ec envConfig) *env {
 // handle is the gateway's pipeline in short: parse, serve, Status.
 func (e *env) handle(rc *fasthttp.RequestCtx) {
 	var info requestinfo.Info
-	rc.Response.Header.Set(headerAuditID, "audit-1")
+	rc.Response.Header.Set(hijackhttp.HeaderAuditID, "audit-1")
 	if err := requestinfo.Parse(&info, string(rc.Method()), string(rc.Path()), rc.QueryArgs()); err != nil || !Serves(&info) {
 		rc.SetStatusCode(404)
 		return

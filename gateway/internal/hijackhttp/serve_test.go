@@ -1,4 +1,4 @@
-package kubeletproxy
+package hijackhttp
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/proxyheader"
 )
 
-// replayed is the request the backend handlers read from requestBytes
+// replayed is the request the backend handlers read from RequestBytes
 // of a request with the given extra header.
 func replayed(t *testing.T, name, value string) (*http.Request, error) {
 	t.Helper()
@@ -24,7 +24,7 @@ func replayed(t *testing.T, name, value string) (*http.Request, error) {
 	rc.Request.Header.Set("Impersonate-User", "admin")
 	rc.Request.Header.Set("Accept", "text/plain")
 	rc.Request.Header.Add(name, value)
-	return http.ReadRequest(bufio.NewReader(bytes.NewReader(requestBytes(&rc))))
+	return http.ReadRequest(bufio.NewReader(bytes.NewReader(RequestBytes(&rc))))
 }
 
 func checkNoCredentials(t *testing.T, req *http.Request) {
@@ -57,7 +57,7 @@ func TestRequestBytes(t *testing.T) {
 	for _, tt := range []struct{ name, value string }{{"X-Note", "a\r\nX"}, {"X-Note", "a\x00b"}} {
 		var rc fasthttp.RequestCtx
 		rc.Request.Header.Set(tt.name, tt.value)
-		if v := rc.Request.Header.Peek(tt.name); !proxyheader.Safe(v) && bytes.Contains(requestBytes(&rc), v) {
+		if v := rc.Request.Header.Peek(tt.name); !proxyheader.Safe(v) && bytes.Contains(RequestBytes(&rc), v) {
 			t.Errorf("unsafe value %q replayed", v)
 		}
 	}
