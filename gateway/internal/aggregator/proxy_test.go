@@ -38,7 +38,21 @@ func (m apiServiceMap) Get(name string) (*apiregistrationv1.APIService, bool) {
 // certificate and the gateway's user (never the client's headers); a
 // watch streams event by event; an unavailable APIService and a stopped
 // server are 503 Status.
-func TestProxy(t *testing.T) {
+// extension is a test extension server on 127.0.0.1: it answers with
+// what it saw (client certificate CN, path, headers) and streams the
+// lines sent on next to a watch; store resolves Service ext/api to it.
+type extension struct {
+	serving               *testCA
+	clientCert, clientKey []byte
+	next                  chan string
+	stop                  func() // ends the watches
+	backend               *httptest.Server
+	reg                   *registry.Registry
+	store                 memStore
+}
+
+func startExtension(t *testing.T) *extension {
+	t.Helper()
 	serving, front := newTestCA(t, "serving-ca"), newTestCA(t, "front-proxy-ca")
 	serverCert, serverKey := serving.issue(t, "api", "api.ext.svc")
 	clientCert, clientKey := front.issue(t, "front-proxy-client")
@@ -92,6 +106,12 @@ func TestProxy(t *testing.T) {
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port))}},
 		},
 	}
+	return &extension{serving: serving, clientCert: clientCert, clientKey: clientKey, next: next, stop: stop, backend: backend, reg: reg, store: store}
+}
+
+func TestProxy(t *testing.T) {
+	x := startExtension(t)
+	serving, clientCert, clientKey, next, stop, backend, reg, store := x.serving, x.clientCert, x.clientKey, x.next, x.stop, x.backend, x.reg, x.store
 	available := func(ok bool) *apiregistrationv1.APIService {
 		st := apiregistrationv1.ConditionTrue
 		if !ok {
