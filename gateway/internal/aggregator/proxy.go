@@ -1,7 +1,6 @@
 package aggregator
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 )
 
 // APIServices finds the APIService of a group/version (a feed of the
@@ -151,14 +151,5 @@ func (responder) Error(w http.ResponseWriter, _ *http.Request, err error) {
 }
 
 func writeStatus(w http.ResponseWriter, err error) {
-	st := apierror.Status(err, schema.GroupResource{}, "")
-	st.Kind, st.APIVersion = "Status", "v1"
-	body, mErr := json.Marshal(st)
-	if mErr != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_, _ = w.Write(body)
+	hijackhttp.WriteStatus(w, err, schema.GroupResource{}, "")
 }

@@ -2,7 +2,6 @@ package kubeletproxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 )
 
@@ -133,14 +133,5 @@ type statusResponder struct {
 }
 
 func (s statusResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
-	st := apierror.Status(err, s.gr, s.name)
-	st.Kind, st.APIVersion = "Status", "v1"
-	body, mErr := json.Marshal(st)
-	if mErr != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_, _ = w.Write(body)
+	hijackhttp.WriteStatus(w, err, s.gr, s.name)
 }
