@@ -23,6 +23,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
+	"github.com/kgate/kgate/gateway/internal/aggregator"
 	"github.com/kgate/kgate/gateway/internal/components"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
@@ -58,6 +59,9 @@ type (
 	// --kubelet-client-key, --kubelet-certificate-authority,
 	// --kubelet-preferred-address-types).
 	KubeletConfig = kubeletproxy.Config
+	// AggregatorConfig: the proxy to extension API servers
+	// (--proxy-client-cert-file, --enable-aggregator-routing).
+	AggregatorConfig = aggregator.Config
 )
 
 // EnsureServiceAccountSigningKey writes a new service-account signing key
@@ -137,6 +141,8 @@ type Config struct {
 	// Kubelet configures pods/log, exec, attach, portforward, pods/proxy
 	// and nodes/proxy.
 	Kubelet KubeletConfig
+	// Aggregator configures the proxy to non-local APIServices.
+	Aggregator AggregatorConfig
 }
 
 // Deps are the built objects a gateway runs on. The caller owns them:
@@ -206,7 +212,9 @@ type Gateway struct {
 	reviews reviews
 	rest    resources
 	connect connects
-	checks  []check // /readyz, /healthz (health.go)
+	// aggregate serves the requests of non-local APIServices.
+	aggregate aggregated
+	checks    []check // /readyz, /healthz (health.go)
 	// stopping is set when Run's context ends: /readyz fails from then on,
 	// through the shutdown delay and the drain.
 	stopping atomic.Bool
@@ -232,6 +240,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 		EnableAdmissionPlugins: cfg.EnableAdmissionPlugins, DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
 		Auth: cfg.Auth, Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, Kubelet: cfg.Kubelet,
 		AdvertiseAddress: cfg.AdvertiseAddress,
+		Aggregator:       cfg.Aggregator,
 	}, components.Deps{
 		Backend: d.Backend, NATS: d.NATS, Directory: d.Directory, Logger: d.Logger, Metrics: d.Metrics, Gatherer: d.Gatherer,
 	})
@@ -240,6 +249,7 @@ func New(cfg Config, d Deps) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, d: d, log: d.Logger, reg: d.Backend.Registry, c: c, ready: make(chan struct{})}
 	g.authn, g.guard, g.authz, g.reviews, g.rest, g.connect = c.Access, c.Guard, c.Access, c.Access, c.REST, c.Kubelet
+	g.aggregate = c.Aggregator
 	g.codec, g.metrics = c.Codec, c.Metrics
 	g.checks = g.readyChecks()
 	g.server = &fasthttp.Server{

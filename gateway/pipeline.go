@@ -56,6 +56,12 @@ type (
 		Serves(info *requestinfo.Info) bool
 		Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error
 	}
+	// aggregated serves the paths of non-local APIServices
+	// (aggregator.Dispatch), discovery of their group/version included.
+	aggregated interface {
+		Serves(path string) bool
+		Serve(rc *fasthttp.RequestCtx, u user.Info) error
+	}
 )
 
 // handle is the server's handler: route, then write any error as a
@@ -113,6 +119,9 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	}
 	if err := g.authz.Authorize(rc, info, u); err != nil {
 		return err
+	}
+	if g.aggregate != nil && g.aggregate.Serves(path) {
+		return g.aggregate.Serve(rc, rest.User(rc))
 	}
 	if !info.IsResourceRequest {
 		return g.nonResource(rc, path)

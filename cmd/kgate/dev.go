@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string) error {
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
+	gf := addAggregatorFlags(fs)
 	window := addWindowFlags(fs)
 	uf := addUpkeepFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +53,7 @@ func runDev(ctx context.Context, args []string) error {
 	af.dev(&dcfg)
 	of.dev(&dcfg)
 	kf.dev(&dcfg)
+	gf.dev(&dcfg)
 	c, err := devcluster.Start(ctx, dcfg)
 	if err != nil {
 		return err

@@ -154,6 +154,7 @@ func runGateway(ctx context.Context, args []string) error {
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
 	kf := addKubeletFlags(fs)
+	gf := addAggregatorFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -182,6 +183,7 @@ func runGateway(ctx context.Context, args []string) error {
 	af.gateway(&cfg)
 	of.gateway(&cfg, *certFile, *keyFile)
 	kf.gateway(&cfg)
+	gf.gateway(&cfg)
 	if s := cfg.Audit.NATSSubject; s != "" && b.plane.role != nil && !natsauth.AuditAllowed(s) {
 		return fmt.Errorf("--audit-nats-subject %q: gateways may publish audit events only on %s and below it", s, natsauth.AuditSubject)
 	}

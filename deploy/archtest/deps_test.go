@@ -62,7 +62,7 @@ var depRules = []depRule{
 		// (and its custom resource strategy, gateway/internal/customresource)
 		// (gateway/internal/builtin) live in the package of its CRD REST,
 		// which builds on the generic registry Store: linked, never run.
-		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler},
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry},
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},
@@ -74,6 +74,12 @@ var depRules = []depRule{
 // (issue 12 mandates them) and of its CRD REST over the generic registry
 // Store, which kgate links through it and never calls.
 const crdRegistry = "k8s.io/apiextensions-apiserver/pkg/registry/customresourcedefinition"
+
+// apiServiceRegistry is the package of kube-aggregator's APIService
+// strategies (issue 16 mandates them); its SelectionPredicate helpers
+// link k8s.io/apiserver's generic registry package, which reaches the
+// endpoint metrics and go-restful: linked, never run.
+const apiServiceRegistry = "k8s.io/kube-aggregator/pkg/registry/apiservice"
 
 // crdOpenAPI is apiextensions-apiserver's OpenAPI builder (issue 12 asks
 // for it; gateway/internal/openapi describes custom resources with it),

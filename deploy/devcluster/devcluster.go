@@ -138,6 +138,8 @@ type Config struct {
 	ServingTLS gateway.ServingTLSConfig
 	// Kubelet goes to every gateway: the kubelet proxies' settings.
 	Kubelet gateway.KubeletConfig
+	// Aggregator goes to every gateway: the proxy to extension servers.
+	Aggregator gateway.AggregatorConfig
 }
 
 // Cluster is a running all-in-one kgate.
@@ -322,7 +324,8 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 				QuotaRecountInterval:   cfg.QuotaRecountInterval,
 				EnableAdmissionPlugins: cfg.EnableAdmissionPlugins, DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
 				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
-				Kubelet: cfg.Kubelet,
+				Kubelet:    cfg.Kubelet,
+				Aggregator: cfg.Aggregator,
 			},
 			Deps: gateway.Deps{
 				Backend: b, NATS: nc, Logger: log.With("component", "gateway", "gateway", name),

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
 // NewScheme returns a scheme knowing every built-in type kgate serves, the
@@ -46,7 +47,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		certificatesv1.AddToScheme, flowcontrolv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme,
-		storagemigrationv1.AddToScheme,
+		storagemigrationv1.AddToScheme, apiregistrationv1.AddToScheme,
 	}
 	for _, add := range adders {
 		if err := add(s); err != nil {
@@ -177,6 +178,10 @@ func Builtin() []Resource {
 		// apiextensions-apiserver's CRD REST: short names and categories
 		// as its ShortNames and Categories, kube-apiserver's key.
 		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Kind: "CustomResourceDefinition", Singular: "customresourcedefinition", ShortNames: []string{"crd", "crds"}, Categories: ext, Subresources: []string{"status"}, Prefix: "/registry/apiextensions.k8s.io/customresourcedefinitions"},
+
+		// kube-aggregator's APIService REST: category api-extensions,
+		// status subresource, kube-apiserver's key.
+		{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices", Kind: "APIService", Singular: "apiservice", Categories: ext, Subresources: []string{"status"}, Prefix: "/registry/apiregistration.k8s.io/apiservices"},
 	}
 }
 

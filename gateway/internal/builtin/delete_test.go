@@ -224,8 +224,11 @@ func TestReturnDeletedObjectMatchesUpstream(t *testing.T) {
 		} else if pkg, ok := strings.CutPrefix(typ.PkgPath(), "k8s.io/apiextensions-apiserver/"); ok {
 			// apiextensions-apiserver keeps the store beside the strategy.
 			store = filepath.Join(apiext, pkg)
+		} else if pkg, ok := strings.CutPrefix(typ.PkgPath(), "k8s.io/kube-aggregator/"); ok {
+			// kube-aggregator keeps the APIService store in etcd/ beside the strategy.
+			store = filepath.Join(moduleDir("k8s.io/kube-aggregator"), pkg, "etcd")
 		} else {
-			t.Fatalf("%v: strategy %v is neither k8s.io/kubernetes's nor apiextensions-apiserver's", gr, typ)
+			t.Fatalf("%v: strategy %v is neither k8s.io/kubernetes's, apiextensions-apiserver's nor kube-aggregator's", gr, typ)
 		}
 		upstream := returnsDeleted(t, store)
 		if got := returnDeletedObject[gr]; got != upstream {

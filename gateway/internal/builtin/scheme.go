@@ -5,6 +5,7 @@ import (
 
 	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	"k8s.io/apimachinery/pkg/runtime"
+	apiregistrationinstall "k8s.io/kube-aggregator/pkg/apis/apiregistration/install"
 	admissionregistrationinstall "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
 	appsinstall "k8s.io/kubernetes/pkg/apis/apps/install"
 	authenticationinstall "k8s.io/kubernetes/pkg/apis/authentication/install"
@@ -30,7 +31,8 @@ import (
 // newScheme returns a scheme of the package's own with upstream's internal
 // and versioned types of every built-in group kgate serves, their
 // conversions and their defaulters (apiextensions.k8s.io's from
-// k8s.io/apiextensions-apiserver). (Importing the install packages also
+// k8s.io/apiextensions-apiserver, apiregistration.k8s.io's from
+// k8s.io/kube-aggregator). (Importing the install packages also
 // installs them in k8s.io/kubernetes's legacyscheme, which the strategies'
 // declarative validation reads; this package adds nothing to it.)
 func newScheme() (*runtime.Scheme, error) {
@@ -43,7 +45,7 @@ func newScheme() (*runtime.Scheme, error) {
 		admissionregistrationinstall.Install, authenticationinstall.Install,
 		authorizationinstall.Install, apiextensionsinstall.Install,
 		certificatesinstall.Install, flowcontrolinstall.Install, nodeinstall.Install, resourceinstall.Install,
-		storagemigrationinstall.Install,
+		storagemigrationinstall.Install, apiregistrationinstall.Install,
 	}
 	for _, install := range installs {
 		// Install panics on a registration error (utilruntime.Must);

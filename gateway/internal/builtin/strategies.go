@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/kube-aggregator/pkg/registry/apiservice"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -206,6 +207,13 @@ func newStrategies(typer runtime.ObjectTyper, resolve resolver.ResourceResolverF
 		{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {
 			main: customresourcedefinition.NewStrategy(typer),
 			sub:  status(customresourcedefinition.NewStatusStrategy(typer)),
+		},
+		// kube-aggregator's: ValidateAPIService(Update) (group/version
+		// name, priorities, service or local, caBundle), the status reset
+		// on spec writes and the status strategy.
+		{Group: "apiregistration.k8s.io", Resource: "apiservices"}: {
+			main: apiservice.NewStrategy(typer),
+			sub:  status(apiservice.NewStatusStrategy(typer)),
 		},
 	}
 }

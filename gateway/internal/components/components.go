@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/kgate/kgate/cachenode/directory"
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
+	"github.com/kgate/kgate/gateway/internal/aggregator"
 	"github.com/kgate/kgate/gateway/internal/apiserverid"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/authtrust"
@@ -38,6 +40,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/crconvert"
 	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/discovery"
+	"github.com/kgate/kgate/gateway/internal/feed"
 	"github.com/kgate/kgate/gateway/internal/fieldmanager"
 	"github.com/kgate/kgate/gateway/internal/guard"
 	"github.com/kgate/kgate/gateway/internal/kubeletproxy"
@@ -86,6 +89,7 @@ type Config struct {
 	// Service's endpoint and the identity Lease. Default: the listen
 	// address, or the host's default interface when that is unspecified.
 	AdvertiseAddress string
+	Aggregator       aggregator.Config
 }
 
 // Deps are what the parts run on; the caller owns them.
@@ -114,6 +118,10 @@ type Set struct {
 	// Kubelet proxies pods/log, exec, attach, portforward and the proxy
 	// subresources to kubelets.
 	Kubelet *kubeletproxy.Proxy
+	// Aggregator proxies the requests of non-local APIServices to their
+	// extension servers, over the feed of APIServices.
+	Aggregator  *aggregator.Dispatch
+	apiServices *feed.Feed
 	// Controllers are the cluster-wide controllers, run by the elected
 	// gateway.
 	Controllers *controllers.Controllers
@@ -206,12 +214,35 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
+	if err := s.newAggregator(cfg, d); err != nil {
+		return nil, err
+	}
 	if s.Controllers, err = controllers.New(controllers.Config{Self: s.Self, AuthTrust: authTrust(cfg.Auth)}, controllers.Deps{
 		Backend: b, Semantics: s.Semantics, Logger: d.Logger, Metrics: d.Metrics,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	return s, nil
+}
+
+// newAggregator builds the feed of APIServices and the dispatch of
+// aggregated requests over it.
+func (s *Set) newAggregator(cfg Config, d Deps) error {
+	b := d.Backend
+	var err error
+	if s.apiServices, err = feed.New(feed.Config{
+		Registry: b.Registry, Ranges: b.Ranges, Cache: s.Router, Hub: s.Hub, Revisions: b.Revisions, Codec: b.Codec,
+		Resources: []schema.GroupVersionResource{aggregator.GVR}, Logger: d.Logger.With("component", "apiservices"),
+	}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	if s.Aggregator, err = aggregator.NewDispatch(s.base, cfg.Aggregator, aggregator.Deps{
+		Registry: b.Registry, Store: b.Store, Services: s.apiServices.Store(aggregator.GVR),
+		Logger: d.Logger.With("component", "aggregator"),
+	}); err != nil {
+		return fmt.Errorf("cannot make gateway: %w", err)
+	}
+	return nil
 }
 
 // newReads builds the read path: the router to cache node replicas and
@@ -321,6 +352,7 @@ func (s *Set) Start(listen net.Addr) {
 	s.step("started", "admission", s.Chain.Start)
 	s.step("started", "guard", s.Guard.Start)
 	s.step("started", "leases", func() { s.startKeepers(listen) })
+	s.step("started", "apiservices", s.apiServices.Start)
 	s.step("started", "controllers", s.Controllers.Start)
 }
 
@@ -429,6 +461,9 @@ func (s *Set) Stop() {
 		if s.Controllers != nil {
 			s.step("stopped", "controllers", s.Controllers.Close)
 		}
+		if s.apiServices != nil {
+			s.step("stopped", "apiservices", func() { _ = s.apiServices.Close() })
+		}
 		if s.Chain != nil {
 			s.step("stopped", "admission", s.Chain.Close)
 		}
@@ -469,6 +504,15 @@ func (s *Set) Close(grace time.Duration) {
 			defer cancel()
 			if err := s.Kubelet.Wait(ctx); err != nil {
 				s.log.Error("cannot stop proxied sessions", "err", err)
+			}
+		})
+	}
+	if s.Aggregator != nil {
+		s.step("stopped", "aggregated requests", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := s.Aggregator.Wait(ctx); err != nil {
+				s.log.Error("cannot stop aggregated requests", "err", err)
 			}
 		})
 	}

@@ -6,8 +6,9 @@
 // bootstrap configuration (apfbootstrap), the collection of expired
 // apiserver identity Leases (apiserverid), the "kubernetes" Service and
 // its endpoints (kubernetesservice), the
-// extension-apiserver-authentication ConfigMap (authtrust) and the
-// NodePort repair (nodeportrepair). kgate_controllers_leading tells which
+// extension-apiserver-authentication ConfigMap (authtrust), the
+// NodePort repair (nodeportrepair) and the local APIServices
+// (autoregister). kgate_controllers_leading tells which
 // gateway leads.
 package controllers
 
@@ -23,6 +24,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apfbootstrap"
 	"github.com/kgate/kgate/gateway/internal/apiserverid"
 	"github.com/kgate/kgate/gateway/internal/authtrust"
+	"github.com/kgate/kgate/gateway/internal/autoregister"
 	"github.com/kgate/kgate/gateway/internal/crdcontroller"
 	"github.com/kgate/kgate/gateway/internal/kubernetesservice"
 	"github.com/kgate/kgate/gateway/internal/leader"
@@ -114,8 +116,13 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	apis, err := autoregister.New(autoregister.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: log("apiservice-autoregister")})
+	if err != nil {
+		return nil, err
+	}
 	list := []leader.Controller{
 		{Name: "crd", Run: crds.Run},
+		{Name: "apiservice-autoregister", Run: apis.Run},
 		{Name: "apf-bootstrap", Run: apf.Run},
 		{Name: "apiserver-lease-gc", Run: leaseGC.Run},
 		{Name: "cluster-authentication-trust", Run: trust.Run},

@@ -2,7 +2,7 @@ package kubeletproxy
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 )
 
@@ -91,7 +92,7 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
 		return p.upgradeAware(loc, rt, true, false, responder), nil
 	}
-	return nil, fmt.Errorf("cannot proxy %s/%s: %w", info.Resource, info.Subresource, errNotServed)
+	return nil, fmt.Errorf("cannot proxy %s/%s: %w", info.Resource, info.Subresource, errors.New("not a connect subresource"))
 }
 
 // streamHandler is exec's and attach's: upgrades proxied to the kubelet,
@@ -132,14 +133,5 @@ type statusResponder struct {
 }
 
 func (s statusResponder) Error(w http.ResponseWriter, _ *http.Request, err error) {
-	st := apierror.Status(err, s.gr, s.name)
-	st.Kind, st.APIVersion = "Status", "v1"
-	body, mErr := json.Marshal(st)
-	if mErr != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(int(st.Code))
-	_, _ = w.Write(body)
+	hijackhttp.WriteStatus(w, err, s.gr, s.name)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/gateway/internal/stream"
 )
@@ -68,13 +69,13 @@ func (p *Proxy) serveLog(ctx context.Context, rc *fasthttp.RequestCtx, info *req
 		cancel()
 		return err
 	}
-	auditID := string(rc.Response.Header.Peek(headerAuditID))
+	auditID := string(rc.Response.Header.Peek(hijackhttp.HeaderAuditID))
 	rc.HijackSetNoResponse(true)
-	p.sessions.Admit()
+	p.srv.Sessions.Admit()
 	rc.Hijack(func(c net.Conn) {
-		raw := rawConn(c) // closed to cut the stream at shutdown
-		p.sessions.Attach(raw)
-		defer p.sessions.End(raw)
+		raw := hijackhttp.RawConn(c) // closed to cut the stream at shutdown
+		p.srv.Sessions.Attach(raw)
+		defer p.srv.Sessions.End(raw)
 		defer cancel()
 		defer body.Close()
 		p.streamLog(sctx, cancel, c, body, contentType, auditID)
@@ -87,7 +88,7 @@ func (p *Proxy) serveLog(ctx context.Context, rc *fasthttp.RequestCtx, info *req
 func (p *Proxy) streamLog(ctx context.Context, cancel context.CancelFunc, c net.Conn, body io.Reader, contentType, auditID string) {
 	hs := []stream.Header{{Name: "Content-Type", Value: contentType}}
 	if auditID != "" {
-		hs = append(hs, stream.Header{Name: headerAuditID, Value: auditID})
+		hs = append(hs, stream.Header{Name: hijackhttp.HeaderAuditID, Value: auditID})
 	}
 	s, err := stream.Start(c, p.cfg.WriteTimeout, hs...)
 	if err != nil {

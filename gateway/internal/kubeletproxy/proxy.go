@@ -32,7 +32,7 @@ import (
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
-	"github.com/kgate/kgate/gateway/internal/hijacked"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -108,7 +108,7 @@ type Proxy struct {
 	conns    kubeletclient.ConnectionInfoGetter // guarded
 	plain    http.RoundTripper                  // to pods and other node ports
 	resolver *net.Resolver
-	sessions hijacked.Conns
+	srv      *hijackhttp.Server
 }
 
 // New builds a proxy; base is the gateway's lifetime: sessions end when
@@ -140,6 +140,7 @@ func New(base context.Context, cfg Config, d Deps) (*Proxy, error) {
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	p := &Proxy{cfg: cfg, d: d, base: base, log: d.Logger, params: runtime.NewParameterCodec(d.Scheme), resolver: d.Resolver}
+	p.srv = &hijackhttp.Server{Base: base, Log: d.Logger, MaxSession: cfg.MaxSession}
 	if p.resolver == nil {
 		p.resolver = net.DefaultResolver
 	}
@@ -241,7 +242,7 @@ func (p *Proxy) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.In
 	if err != nil {
 		return err
 	}
-	p.serveHTTP(rc, info, h)
+	p.srv.Serve(rc, info.Resource+"/"+info.Subresource, h)
 	return nil
 }
 
@@ -281,3 +282,7 @@ func proxyPath(info *requestinfo.Info) string {
 	}
 	return p
 }
+
+// Wait waits until every proxied session has ended, after the base
+// context was cancelled (hijackhttp.Server.Wait).
+func (p *Proxy) Wait(ctx context.Context) error { return p.srv.Wait(ctx) }

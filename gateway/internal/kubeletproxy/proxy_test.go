@@ -34,6 +34,8 @@ import (
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/authz"
 	"github.com/kgate/kgate/gateway/internal/builtin"
+	"github.com/kgate/kgate/gateway/internal/hijackhttp"
+	"github.com/kgate/kgate/gateway/internal/proxyheader"
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -185,7 +187,7 @@ func newEnv(t *testing.T, ec envConfig) *env {
 // handle is the gateway's pipeline in short: parse, serve, Status.
 func (e *env) handle(rc *fasthttp.RequestCtx) {
 	var info requestinfo.Info
-	rc.Response.Header.Set(headerAuditID, "audit-1")
+	rc.Response.Header.Set(hijackhttp.HeaderAuditID, "audit-1")
 	if err := requestinfo.Parse(&info, string(rc.Method()), string(rc.Path()), rc.QueryArgs()); err != nil || !Serves(&info) {
 		rc.SetStatusCode(404)
 		return
@@ -418,7 +420,7 @@ func TestNodeProxy(t *testing.T) {
 		t.Fatalf("kubelet saw %s from %q", last.Path, last.ClientCN)
 	}
 	for name := range last.Header {
-		if !forwardable(name) {
+		if !proxyheader.Forwardable(name) {
 			t.Errorf("header %s reached the kubelet", name)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
 	utilopenapi "k8s.io/apiserver/pkg/util/openapi"
+	aggregatoropenapi "k8s.io/kube-aggregator/pkg/generated/openapi"
 	"k8s.io/kube-openapi/pkg/builder"
 	"k8s.io/kube-openapi/pkg/builder3"
 	"k8s.io/kube-openapi/pkg/common"
@@ -59,14 +60,17 @@ func New(scheme *runtime.Scheme) *Definitions {
 }
 
 // generatedDefinitions are k8s.io/kubernetes's generated definitions
-// plus apiextensions-apiserver's (CustomResourceDefinition and its parts),
-// which kube-apiserver serves from its apiextensions server; a name both
-// define is the same type, kept from k8s.io/kubernetes.
+// plus apiextensions-apiserver's (CustomResourceDefinition and its parts)
+// and kube-aggregator's (APIService), which kube-apiserver serves from its
+// apiextensions and aggregator servers; a name several define is the same
+// type, kept from the first.
 func generatedDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	out := generated.GetOpenAPIDefinitions(ref)
-	for name, def := range apiextensionsopenapi.GetOpenAPIDefinitions(ref) {
-		if _, ok := out[name]; !ok {
-			out[name] = def
+	for _, more := range []common.GetOpenAPIDefinitions{apiextensionsopenapi.GetOpenAPIDefinitions, aggregatoropenapi.GetOpenAPIDefinitions} {
+		for name, def := range more(ref) {
+			if _, ok := out[name]; !ok {
+				out[name] = def
+			}
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package kubeletproxy
+package hijackhttp
 
 import (
 	"bufio"
@@ -7,46 +7,11 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/kgate/kgate/gateway/internal/proxyheader"
 )
 
-func TestForwardable(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		want bool
-	}{
-		{"Authorization", false},
-		{"authorization", false},
-		{"AUTHORIZATION", false},
-		{" Authorization ", false},
-		{"Proxy-Authorization", false},
-		{"Impersonate-User", false},
-		{"Impersonate-Group", false},
-		{"Impersonate-Uid", false},
-		{"Impersonate-Extra-Scopes", false},
-		{"impersonate-extra-", false},
-		{"X-Remote-User", false},
-		{"X-Remote-Group", false},
-		{"X-Remote-Uid", false},
-		{"X-Remote-Extra-Foo", false},
-		{"x-remote-user", false},
-		{"X_Remote_User", false},
-		{"x_REMOTE-extra_a", false},
-		{"X-Stream-Protocol-Version", true},
-		{"Sec-WebSocket-Protocol", true},
-		{"Upgrade", true},
-		{"Connection", true},
-		{"Accept", true},
-		{"X-Remote", true}, // no identity header has this name
-		{"X-Forwarded-For", true},
-		{"Content-Type", true},
-	} {
-		if got := forwardable(tt.name); got != tt.want {
-			t.Errorf("forwardable(%q) = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-// replayed is the request the backend handlers read from requestBytes
+// replayed is the request the backend handlers read from RequestBytes
 // of a request with the given extra header.
 func replayed(t *testing.T, name, value string) (*http.Request, error) {
 	t.Helper()
@@ -59,13 +24,13 @@ func replayed(t *testing.T, name, value string) (*http.Request, error) {
 	rc.Request.Header.Set("Impersonate-User", "admin")
 	rc.Request.Header.Set("Accept", "text/plain")
 	rc.Request.Header.Add(name, value)
-	return http.ReadRequest(bufio.NewReader(bytes.NewReader(requestBytes(&rc))))
+	return http.ReadRequest(bufio.NewReader(bytes.NewReader(RequestBytes(&rc))))
 }
 
 func checkNoCredentials(t *testing.T, req *http.Request) {
 	t.Helper()
 	for name, vs := range req.Header {
-		if !forwardable(name) {
+		if !proxyheader.Forwardable(name) {
 			t.Errorf("header %s: %q reaches the backend", name, vs)
 		}
 	}
@@ -92,7 +57,7 @@ func TestRequestBytes(t *testing.T) {
 	for _, tt := range []struct{ name, value string }{{"X-Note", "a\r\nX"}, {"X-Note", "a\x00b"}} {
 		var rc fasthttp.RequestCtx
 		rc.Request.Header.Set(tt.name, tt.value)
-		if v := rc.Request.Header.Peek(tt.name); !safeHeader(v) && bytes.Contains(requestBytes(&rc), v) {
+		if v := rc.Request.Header.Peek(tt.name); !proxyheader.Safe(v) && bytes.Contains(RequestBytes(&rc), v) {
 			t.Errorf("unsafe value %q replayed", v)
 		}
 	}

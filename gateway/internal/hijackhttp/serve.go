@@ -1,9 +1,13 @@
-package kubeletproxy
+// Package hijackhttp serves a request of the fasthttp server with a
+// net/http handler on its hijacked connection, as upstream's proxies
+// (kube-aggregator's, the kubelet and service proxies) need: their
+// ResponseWriter flushes, and upgrades hijack. The request is replayed
+// from its sanitized bytes, without the client's credentials.
+package hijackhttp
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,44 +19,58 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/kgate/kgate/gateway/internal/requestinfo"
+	"github.com/kgate/kgate/gateway/internal/hijacked"
+	"github.com/kgate/kgate/gateway/internal/proxyheader"
 )
 
-var errNotServed = errors.New("kubeletproxy: not a connect subresource")
-
-// headerAuditID is the response header the gateway set before routing.
-const headerAuditID = "Audit-Id"
+// HeaderAuditID is the response header the gateway set before routing;
+// the hijacked response carries it too.
+const HeaderAuditID = "Audit-Id"
 
 // linger bounds how long a finished handler's connection may take to
 // flush and close before it is closed.
 const linger = 5 * time.Second
 
-// serveHTTP hijacks the connection and serves the request on it with h,
+// Server serves requests on hijacked connections and tracks them until
+// they end.
+type Server struct {
+	// Base is the gateway's lifetime: sessions end when it is cancelled.
+	Base context.Context
+	Log  *slog.Logger
+	// MaxSession bounds one request or upgraded session; zero:
+	// unbounded.
+	MaxSession time.Duration
+	// Sessions are the running requests; other hijacking paths of the
+	// owner (a streamed log) count here too, so Wait drains them all.
+	Sessions hijacked.Conns
+}
+
+// Serve hijacks the connection and serves the request on it with h,
 // a net/http handler, through a net/http server reading the request
 // again from its sanitized bytes: upstream's proxies need net/http's
 // ResponseWriter, Flusher and Hijacker. The session holds no in-flight
-// seat once hijacked (guard frees it) and ends on shutdown.
-func (p *Proxy) serveHTTP(rc *fasthttp.RequestCtx, info *requestinfo.Info, h http.Handler) {
-	head := requestBytes(rc)
-	auditID := string(rc.Response.Header.Peek(headerAuditID))
-	what := info.Resource + "/" + info.Subresource
+// seat once hijacked (guard frees it) and ends on shutdown; what names
+// it in the log. The handler's request context derives from Base.
+func (p *Server) Serve(rc *fasthttp.RequestCtx, what string, h http.Handler) {
+	head := RequestBytes(rc)
+	auditID := string(rc.Response.Header.Peek(HeaderAuditID))
 	rc.HijackSetNoResponse(true)
 	// Counted now, while fasthttp's Shutdown still waits for this
 	// handler: it does not wait for the hijacked connection.
-	p.sessions.Admit()
+	p.Sessions.Admit()
 	rc.Hijack(func(c net.Conn) {
 		wc := newReplayConn(c, head)
-		p.sessions.Attach(wc)
-		defer p.sessions.End(wc)
+		p.Sessions.Attach(wc)
+		defer p.Sessions.End(wc)
 		p.serveConn(wc, auditID, what, h)
 	})
 }
 
-func (p *Proxy) serveConn(wc *replayConn, auditID, what string, h http.Handler) {
-	ctx, cancel := context.WithCancel(p.base)
+func (p *Server) serveConn(wc *replayConn, auditID, what string, h http.Handler) {
+	ctx, cancel := context.WithCancel(p.Base)
 	defer cancel()
-	if p.cfg.MaxSession > 0 {
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.MaxSession)
+	if p.MaxSession > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.MaxSession)
 		defer cancel()
 	}
 	var started atomic.Bool
@@ -62,13 +80,13 @@ func (p *Proxy) serveConn(wc *replayConn, auditID, what string, h http.Handler) 
 			started.Store(true)
 			defer close(done)
 			if auditID != "" {
-				w.Header().Set(headerAuditID, auditID)
+				w.Header().Set(HeaderAuditID, auditID)
 			}
 			h.ServeHTTP(w, r)
 		}),
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(p.Log.Handler(), slog.LevelDebug),
 	}
 	srv.SetKeepAlivesEnabled(false)
 	l := &oneConn{c: wc, closed: make(chan struct{})}
@@ -96,13 +114,13 @@ func (p *Proxy) serveConn(wc *replayConn, auditID, what string, h http.Handler) 
 	}
 	_ = srv.Close()
 	<-served
-	p.log.Debug("proxied", "subresource", what, "took", time.Since(t0))
+	p.Log.Debug("proxied", "what", what, "took", time.Since(t0))
 }
 
-// requestBytes is the request as the backend handlers read it: its
-// method, URI and headers without the client's credentials (forwardable)
+// RequestBytes is the request as the backend handlers read it: its
+// method, URI and headers without the client's credentials (proxyheader.Forwardable)
 // and its body, already read by fasthttp, with its length.
-func requestBytes(rc *fasthttp.RequestCtx) []byte {
+func RequestBytes(rc *fasthttp.RequestCtx) []byte {
 	var b bytes.Buffer
 	b.Write(rc.Method())
 	b.WriteByte(' ')
@@ -116,7 +134,7 @@ func requestBytes(rc *fasthttp.RequestCtx) []byte {
 		case "Host", "Content-Length", "Transfer-Encoding":
 			continue
 		}
-		if !forwardable(name) || !safeHeader(k) || !safeHeader(v) {
+		if !proxyheader.Forwardable(name) || !proxyheader.Safe(k) || !proxyheader.Safe(v) {
 			continue
 		}
 		b.WriteString(name)
@@ -151,12 +169,12 @@ type replayConn struct {
 }
 
 func newReplayConn(c net.Conn, head []byte) *replayConn {
-	return &replayConn{Conn: c, raw: rawConn(c), r: io.MultiReader(bytes.NewReader(head), c), closed: make(chan struct{})}
+	return &replayConn{Conn: c, raw: RawConn(c), r: io.MultiReader(bytes.NewReader(head), c), closed: make(chan struct{})}
 }
 
-// rawConn is the connection under fasthttp's hijacked one, which its
+// RawConn is the connection under fasthttp's hijacked one, which its
 // holder cannot close.
-func rawConn(c net.Conn) net.Conn {
+func RawConn(c net.Conn) net.Conn {
 	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 		return u.UnsafeConn()
 	}
@@ -238,19 +256,19 @@ func (l *oneConn) Addr() net.Addr { return dummyAddr{} }
 type dummyAddr struct{}
 
 func (dummyAddr) Network() string { return "tcp" }
-func (dummyAddr) String() string  { return "kubeletproxy" }
+func (dummyAddr) String() string  { return "hijackhttp" }
 
 // Wait waits until every proxied session has ended, after the base
 // context was cancelled (which ends them). When ctx ends first it closes
 // their connections and waits a little longer; it returns an error when
 // some still run then.
-func (p *Proxy) Wait(ctx context.Context) error {
-	cut, running := p.sessions.Drain(ctx, time.Second)
+func (p *Server) Wait(ctx context.Context) error {
+	cut, running := p.Sessions.Drain(ctx, time.Second)
 	if running > 0 {
 		return fmt.Errorf("cannot end proxied sessions: %d still run", running)
 	}
 	if cut > 0 {
-		p.log.Warn("proxied sessions cut at shutdown", "sessions", cut)
+		p.Log.Warn("proxied sessions cut at shutdown", "sessions", cut)
 	}
 	return nil
 }
