@@ -405,6 +405,12 @@ func advertised(ip netip.Addr, listen net.Addr) (netip.AddrPort, error) {
 	if !ok {
 		return netip.AddrPort{}, fmt.Errorf("cannot tell the advertised address: listening on %v", listen)
 	}
+	if !ip.IsValid() && !tcp.IP.IsUnspecified() {
+		// Bound to one address: the gateway is reachable there only
+		// (upstream's ResolveBindAddress would pick the host's interface
+		// for a loopback bind, where nothing listens).
+		ip, _ = netip.AddrFromSlice(tcp.IP)
+	}
 	if !ip.IsValid() {
 		host, err := utilnet.ResolveBindAddress(tcp.IP)
 		if err != nil {
