@@ -158,7 +158,10 @@ func (c *Cluster) create(ctx context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.d.runInput(ctx, bytes.NewReader(tar), "cp", "--archive", "-", m.name+":/"); err != nil {
+	// A tar on stdin keeps the owners in its headers. --archive would
+	// look the container's USER up in the daemon host's passwd database,
+	// which FROM scratch images' numeric user is not in.
+	if _, err := c.d.runInput(ctx, bytes.NewReader(tar), "cp", "-", m.name+":/"); err != nil {
 		return fmt.Errorf("cannot copy files into %s: %w", m.name, err)
 	}
 	return nil
