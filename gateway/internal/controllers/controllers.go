@@ -15,6 +15,7 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"net/netip"
 	"time"
@@ -112,10 +113,6 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	trust, err := authtrust.New(authtrust.Config{Store: b.Store, Registry: b.Registry, Logger: log("cluster-authentication-trust"), Info: cfg.AuthTrust})
-	if err != nil {
-		return nil, err
-	}
 	apis, err := autoregister.New(autoregister.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: log("apiservice-autoregister")})
 	if err != nil {
 		return nil, err
@@ -125,7 +122,15 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 		{Name: "apiservice-autoregister", Run: apis.Run},
 		{Name: "apf-bootstrap", Run: apf.Run},
 		{Name: "apiserver-lease-gc", Run: leaseGC.Run},
-		{Name: "cluster-authentication-trust", Run: trust.Run},
+	}
+	// A registry without ConfigMaps (a tier serving a chosen set of
+	// resources) has nowhere to keep the authentication trust.
+	if _, ok := b.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}); ok {
+		trust, err := authtrust.New(authtrust.Config{Store: b.Store, Registry: b.Registry, Logger: log("cluster-authentication-trust"), Info: cfg.AuthTrust})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, leader.Controller{Name: "cluster-authentication-trust", Run: trust.Run})
 	}
 	if b.NodePorts != nil {
 		repair, err := nodeportrepair.New(nodeportrepair.Config{Store: b.Store, Registry: b.Registry, Ports: b.NodePorts, Logger: log("nodeport-repair")})
