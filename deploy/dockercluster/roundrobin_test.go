@@ -19,7 +19,15 @@ import (
 // closed by a port proxy before any byte) goes to the next address; any
 // other failure is the request's.
 func TestRoundRobin(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	// ConnState is set before the server starts: its connections read it.
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
 	defer srv.Close()
 	good := srv.Listener.Addr().String()
 
@@ -88,12 +96,7 @@ func TestRoundRobin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns atomic.Int64
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
+	conns.Store(0) // count this part's connections only
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	cfg, err := rr.Config(&rest.Config{Host: "https://127.0.0.1:443", TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
 	if err != nil {
