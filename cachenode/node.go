@@ -7,11 +7,11 @@
 package cachenode
 
 import (
-	"github.com/kgate/kgate/cachenode/health"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/kgate/kgate/cachenode/health"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"maps"
