@@ -11,8 +11,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/kgate/kgate/cachenode/health"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"log/slog"
 	"maps"
 	"slices"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/cachenode/health"
 	"github.com/kgate/kgate/cachenode/internal/publisher"
 	"github.com/kgate/kgate/cachenode/internal/readapi"
 	"github.com/kgate/kgate/cachenode/internal/reflector"
@@ -32,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // WindowConfig bounds the event window of each range. Zero fields take
