@@ -308,10 +308,12 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 			h.sendError(s, enc, err)
 			return
 		}
+		// Counted before the write, as kube-apiserver does, so that a client
+		// that has read the event also sees it counted.
+		enc.sent.sent(len(frame))
 		if err := s.Write(frame); err != nil {
 			return
 		}
-		enc.sent.sent(len(frame))
 	}
 }
 
