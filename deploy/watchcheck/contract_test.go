@@ -95,7 +95,7 @@ func (r *contract) exec(t *testing.T) {
 	namespaces := []string{"ns-0", "ns-1", "ns-2", "ns-3"}
 	admin := r.client(t, "watchcheck/writer", false, 0)
 	createNamespaces(ctx, t, admin, namespaces...)
-	hist := &History{}
+	hist := seededHistory(ctx, t, r.truth)
 	wr := newWriter(r.truth, admin, hist, r.seed, namespaces, *flagKeys)
 
 	infs := startInformers(ctx, t, func(agent string, protobuf bool, i int) kubernetes.Interface {
@@ -288,4 +288,25 @@ func (r *contract) exec(t *testing.T) {
 	if failures > 10 {
 		t.Errorf("... %d failures in all", failures)
 	}
+}
+
+// seededHistory is a history that starts with the ConfigMaps already
+// stored, once the tier's own one is: the leader gateway writes
+// kube-system/extension-apiserver-authentication (as kube-apiserver
+// does), and watchers of every namespace see it as they see the
+// writer's.
+func seededHistory(ctx context.Context, t *testing.T, truth *Truth) *History {
+	t.Helper()
+	if err := truth.WaitFor(ctx, "kube-system", "extension-apiserver-authentication"); err != nil {
+		t.Fatal(err)
+	}
+	objs, _, err := truth.ConfigMaps(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := &History{}
+	if err := hist.Seed(objs); err != nil {
+		t.Fatal(err)
+	}
+	return hist
 }

@@ -100,6 +100,18 @@ func (h *History) Insert(w Write) error {
 	return nil
 }
 
+// Seed records objs, which were there before the run, as creates at
+// their revisions, so that the history's states include them. It is for
+// an empty history, before any Add.
+func (h *History) Seed(objs map[string]*Object) error {
+	for _, o := range objs {
+		if err := h.Insert(Write{Rev: o.RV, Op: Create, Cur: o}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Writes returns the writes so far; the caller must not change them.
 func (h *History) Writes() []Write {
 	h.mu.Lock()

@@ -95,3 +95,32 @@ func (c *Truth) ConfigMap(ctx context.Context, ns, name string, rev int64) (*Obj
 	o, err := c.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
 	return o, resp.Header.Revision, err
 }
+
+// WaitFor returns once the ConfigMap ns/name is in etcd, watching its key
+// from the revision it was found missing at.
+func (c *Truth) WaitFor(ctx context.Context, ns, name string) error {
+	key := c.Resource.Key(ns, name)
+	resp, err := c.Etcd.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("cannot read %s from etcd: %w", key, err)
+	}
+	if resp.Count > 0 {
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range c.Etcd.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("cannot watch %s: %w", key, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypePut {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cannot wait for %s: %w", key, err)
+	}
+	return fmt.Errorf("cannot wait for %s: the watch ended", key)
+}
