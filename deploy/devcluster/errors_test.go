@@ -124,18 +124,19 @@ func (b *badInput) reject(t *testing.T, method, path string, body []byte, w want
 	return st
 }
 
-// background are the keys the cluster writes on its own, whatever a test
-// does: the aggregated ClusterRoles (admin, edit, view, ...) the gateway's
-// aggregation loop stores, as kube-controller-manager's
-// clusterrole-aggregation controller does, a second or so after any
-// ClusterRole changed (at start, and after a test's roles), and the
-// Lease of the cluster-wide controllers, which the leading gateway renews
-// every few seconds. A rejected request must change nothing else.
-// background are the keys the tier writes on its own while a test runs:
-// aggregated ClusterRoles, the controllers' Lease, each gateway's apiserver
-// identity Lease and its kubernetes-Service endpoint lease.
+// background are the keys the tier writes on its own, whatever a test
+// does, and a rejected request must change nothing else: the aggregated
+// ClusterRoles (admin, edit, view, ...) the gateway's aggregation loop
+// stores a second or so after any ClusterRole changed, as
+// kube-controller-manager's clusterrole-aggregation controller does; the
+// Lease of the cluster-wide controllers, which the leader renews every
+// few seconds; each gateway's apiserver identity Lease and
+// kubernetes-Service endpoint lease; and the local APIServices the
+// autoregister controller creates and keeps (as kube-apiserver's does)
+// while the served groups settle after start.
 var background = []string{"/registry/clusterroles/", "/registry/leases/kube-system/kgate-controllers",
-	"/registry/leases/kube-system/apiserver-", "/registry/masterleases/"}
+	"/registry/leases/kube-system/apiserver-", "/registry/masterleases/",
+	"/registry/apiregistration.k8s.io/apiservices/"}
 
 func isBackground(key string) bool {
 	for _, p := range background {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apfbootstrap "k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,9 +113,70 @@ func freeAddr() (string, error) {
 func startCluster(dir string) (*devcluster.Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return startDev(ctx, devcluster.Config{
+	c, err := startDev(ctx, devcluster.Config{
 		DataDir: dir, UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 	})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitBootstrapped(ctx, c.EtcdClient()); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// bootstrapKeys are the objects the leading gateway creates once after
+// start, as kube-apiserver's post-start hooks do: API Priority and
+// Fairness's suggested and mandatory configuration and the kubernetes
+// Service's EndpointSlice.
+func bootstrapKeys() []string {
+	keys := []string{"/registry/endpointslices/default/kubernetes"}
+	for _, fs := range append(slices.Clone(apfbootstrap.MandatoryFlowSchemas), apfbootstrap.SuggestedFlowSchemas...) {
+		keys = append(keys, "/registry/flowschemas/"+fs.Name)
+	}
+	for _, plc := range append(slices.Clone(apfbootstrap.MandatoryPriorityLevelConfigurations), apfbootstrap.SuggestedPriorityLevelConfigurations...) {
+		keys = append(keys, "/registry/prioritylevelconfigurations/"+plc.Name)
+	}
+	return keys
+}
+
+// waitBootstrapped returns once every bootstrap key is stored, so that
+// tests that compare etcd before and after a request see no write of the
+// start-up. It checks again after each batch of writes etcd reports.
+func waitBootstrapped(ctx context.Context, etcd *clientv3.Client) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var events clientv3.WatchChan
+	for {
+		missing := ""
+		var rev int64
+		for _, k := range bootstrapKeys() {
+			resp, err := etcd.Get(ctx, k, clientv3.WithCountOnly())
+			if err != nil {
+				return fmt.Errorf("cannot read %s: %w", k, err)
+			}
+			rev = resp.Header.Revision
+			if resp.Count == 0 {
+				missing = k
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if events == nil {
+			events = etcd.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		}
+		select {
+		case resp, ok := <-events:
+			if !ok || resp.Err() != nil {
+				return fmt.Errorf("cannot wait for the bootstrap objects (%s missing): the watch ended", missing)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("cannot wait for the bootstrap objects (%s missing): %w", missing, ctx.Err())
+		}
+	}
 }
 
 // startDev starts cfg on a free loopback port (cfg.Listen is ignored).
