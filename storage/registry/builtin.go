@@ -92,7 +92,8 @@ func Builtin() []Resource {
 		{Version: "v1", Resource: "pods", Kind: "Pod", Singular: "pod", Namespaced: true, ShortNames: []string{"po"}, Categories: all, Subresources: []string{"status", "binding", "eviction", "ephemeralcontainers", "resize", "log", "exec", "attach", "portforward", "proxy"}, Prefix: "/registry/pods",
 			FieldSelectors: podFieldNames, Fields: podFields},
 		{Version: "v1", Resource: "podtemplates", Kind: "PodTemplate", Singular: "podtemplate", Namespaced: true, Prefix: "/registry/podtemplates"},
-		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers"},
+		{Version: "v1", Resource: "replicationcontrollers", Kind: "ReplicationController", Singular: "replicationcontroller", Namespaced: true, ShortNames: []string{"rc"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/controllers",
+			FieldSelectors: []string{"status.replicas"}, Fields: replicationControllerFields},
 		{Version: "v1", Resource: "resourcequotas", Kind: "ResourceQuota", Singular: "resourcequota", Namespaced: true, ShortNames: []string{"quota"}, Subresources: []string{"status"}, Prefix: "/registry/resourcequotas"},
 		{Version: "v1", Resource: "secrets", Kind: "Secret", Singular: "secret", Namespaced: true, Prefix: "/registry/secrets",
 			FieldSelectors: []string{"type"}, Fields: secretFields},
@@ -103,8 +104,7 @@ func Builtin() []Resource {
 		{Group: "apps", Version: "v1", Resource: "controllerrevisions", Kind: "ControllerRevision", Singular: "controllerrevision", Namespaced: true, Prefix: "/registry/controllerrevisions"},
 		{Group: "apps", Version: "v1", Resource: "daemonsets", Kind: "DaemonSet", Singular: "daemonset", Namespaced: true, ShortNames: []string{"ds"}, Categories: all, Subresources: []string{"status"}, Prefix: "/registry/daemonsets"},
 		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Singular: "deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/deployments"},
-		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/replicasets",
-			FieldSelectors: []string{"status.replicas"}, Fields: replicaSetFields},
+		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", Singular: "replicaset", Namespaced: true, ShortNames: []string{"rs"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/replicasets"},
 		{Group: "apps", Version: "v1", Resource: "statefulsets", Kind: "StatefulSet", Singular: "statefulset", Namespaced: true, ShortNames: []string{"sts"}, Categories: all, Subresources: []string{"status", "scale"}, Prefix: "/registry/statefulsets"},
 
 		// Review APIs: created, answered, never stored (no prefix).
@@ -126,7 +126,8 @@ func Builtin() []Resource {
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Singular: "lease", Namespaced: true, Prefix: "/registry/leases"},
 		{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices", Kind: "EndpointSlice", Singular: "endpointslice", Namespaced: true, Prefix: "/registry/endpointslices"},
 		{Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", Singular: "event", Namespaced: true, ShortNames: []string{"ev"}, Prefix: "/registry/events",
-			StorageKind: corev1.SchemeGroupVersion.WithKind("Event")},
+			StorageKind:    corev1.SchemeGroupVersion.WithKind("Event"),
+			FieldSelectors: eventFieldNames, Fields: eventFields, FieldLabels: eventsV1FieldLabels},
 
 		{Group: "networking.k8s.io", Version: "v1", Resource: "ingressclasses", Kind: "IngressClass", Singular: "ingressclass", Prefix: "/registry/ingressclasses"},
 		{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses", Kind: "Ingress", Singular: "ingress", Namespaced: true, ShortNames: []string{"ing"}, Subresources: []string{"status"}, Prefix: "/registry/ingress"},
@@ -170,8 +171,10 @@ func Builtin() []Resource {
 		{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses", Kind: "VolumeAttributesClass", Singular: "volumeattributesclass", ShortNames: []string{"vac"}, Prefix: "/registry/volumeattributesclasses"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicies", Kind: "MutatingAdmissionPolicy", Singular: "mutatingadmissionpolicy", Categories: ext, Prefix: "/registry/mutatingadmissionpolicies"},
 		{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings", Kind: "MutatingAdmissionPolicyBinding", Singular: "mutatingadmissionpolicybinding", Categories: ext, Prefix: "/registry/mutatingadmissionpolicybindings"},
-		{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles", Kind: "ClusterTrustBundle", Singular: "clustertrustbundle", Prefix: "/registry/clustertrustbundles"},
-		{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests", Kind: "PodCertificateRequest", Singular: "podcertificaterequest", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/podcertificaterequests"},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "clustertrustbundles", Kind: "ClusterTrustBundle", Singular: "clustertrustbundle", Prefix: "/registry/clustertrustbundles",
+			FieldSelectors: []string{"spec.signerName"}, Fields: clusterTrustBundleFields},
+		{Group: "certificates.k8s.io", Version: "v1", Resource: "podcertificaterequests", Kind: "PodCertificateRequest", Singular: "podcertificaterequest", Namespaced: true, Subresources: []string{"status"}, Prefix: "/registry/podcertificaterequests",
+			FieldSelectors: []string{"spec.signerName", "spec.podName", "spec.nodeName"}, Fields: podCertificateRequestFields},
 		{Group: "resource.k8s.io", Version: "v1", Resource: "devicetaintrules", Kind: "DeviceTaintRule", Singular: "devicetaintrule", Subresources: []string{"status"}, Prefix: "/registry/devicetaintrules"},
 		{Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations", Kind: "StorageVersionMigration", Singular: "storageversionmigration", Subresources: []string{"status"}, Prefix: "/registry/storageversionmigrations"},
 
@@ -221,10 +224,17 @@ var eventFieldNames = []string{
 	"reason", "reportingComponent", "source", "type",
 }
 
+// eventFields are a core Event's fields; an events.k8s.io/v1 Event's
+// are the same fields of the core Event it is stored as.
 func eventFields(obj runtime.Object) fields.Set {
 	e, ok := obj.(*corev1.Event)
 	if !ok {
-		return fields.Set{}
+		v1, ok := obj.(*eventsv1.Event)
+		if !ok {
+			return fields.Set{}
+		}
+		e = &corev1.Event{InvolvedObject: v1.Regarding, Reason: v1.Reason, ReportingController: v1.ReportingController,
+			Source: corev1.EventSource{Component: v1.DeprecatedSource.Component}, Type: v1.Type}
 	}
 	return fields.Set{
 		"involvedObject.kind":            e.InvolvedObject.Kind,
@@ -265,12 +275,47 @@ func secretFields(obj runtime.Object) fields.Set {
 	return fields.Set{"type": string(s.Type)}
 }
 
-func replicaSetFields(obj runtime.Object) fields.Set {
-	rs, ok := obj.(*appsv1.ReplicaSet)
+// replicationControllerFields: core/v1 takes status.replicas (apps/v1
+// ReplicaSets take no field label but the name and namespace).
+func replicationControllerFields(obj runtime.Object) fields.Set {
+	rc, ok := obj.(*corev1.ReplicationController)
 	if !ok {
 		return fields.Set{}
 	}
-	return fields.Set{"status.replicas": strconv.Itoa(int(rs.Status.Replicas))}
+	return fields.Set{"status.replicas": strconv.Itoa(int(rc.Status.Replicas))}
+}
+
+func clusterTrustBundleFields(obj runtime.Object) fields.Set {
+	c, ok := obj.(*certificatesv1.ClusterTrustBundle)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"spec.signerName": c.Spec.SignerName}
+}
+
+func podCertificateRequestFields(obj runtime.Object) fields.Set {
+	c, ok := obj.(*certificatesv1.PodCertificateRequest)
+	if !ok {
+		return fields.Set{}
+	}
+	return fields.Set{"spec.signerName": c.Spec.SignerName, "spec.podName": c.Spec.PodName, "spec.nodeName": string(c.Spec.NodeName)}
+}
+
+// eventsV1FieldLabels are the field labels of events.k8s.io/v1 Events and
+// the core Event fields they select on, as upstream's events/v1
+// conversion maps them: the objects are stored, and their fields
+// computed, as core Events.
+var eventsV1FieldLabels = map[string]string{
+	"reason":                    "reason",
+	"regarding.kind":            "involvedObject.kind",
+	"regarding.namespace":       "involvedObject.namespace",
+	"regarding.name":            "involvedObject.name",
+	"regarding.uid":             "involvedObject.uid",
+	"regarding.apiVersion":      "involvedObject.apiVersion",
+	"regarding.resourceVersion": "involvedObject.resourceVersion",
+	"regarding.fieldPath":       "involvedObject.fieldPath",
+	"reportingController":       "reportingComponent",
+	"type":                      "type",
 }
 
 func csrFields(obj runtime.Object) fields.Set {

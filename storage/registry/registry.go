@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -118,6 +119,11 @@ func (r *Registry) validate(s *Snapshot, res *Resource) error {
 	if len(res.FieldSelectors) > 0 && res.Fields == nil {
 		return fmt.Errorf("cannot register %v: field selectors without a Fields func: %w", res.GVR(), ErrInvalid)
 	}
+	for label, f := range res.FieldLabels {
+		if !res.SupportsField(f) {
+			return fmt.Errorf("cannot register %v: field label %s stands for %s, not a field selector of the resource: %w", res.GVR(), label, f, ErrInvalid)
+		}
+	}
 	if res.Prefix != "" {
 		// Ranges are key intervals per prefix: one prefix must not hold
 		// another's keys. Equal prefixes share objects (core and
@@ -141,6 +147,7 @@ func clone(res *Resource) *Resource {
 	c.Subresources = slices.Clone(res.Subresources)
 	c.Verbs = slices.Clone(res.Verbs)
 	c.FieldSelectors = slices.Clone(res.FieldSelectors)
+	c.FieldLabels = maps.Clone(res.FieldLabels)
 	return &c
 }
 

@@ -75,6 +75,7 @@ func TestValidate(t *testing.T) {
 		{"create-only needs no prefix", []Resource{{Group: "authentication.k8s.io", Version: "v1", Resource: "tokenreviews", Kind: "TokenReview", Verbs: []string{"create"}}}, nil},
 		{"unknown kind", []Resource{with(func(r *Resource) { r.Kind = "Widget" })}, ErrInvalid},
 		{"field selectors without Fields", []Resource{with(func(r *Resource) { r.FieldSelectors = []string{"data.x"} })}, ErrInvalid},
+		{"field label for no field selector", []Resource{with(func(r *Resource) { r.FieldLabels = map[string]string{"x": "data.x"} })}, ErrInvalid},
 		{"twice", []Resource{cm, cm}, ErrExists},
 		{"prefix nested below another", []Resource{cm, {Version: "v1", Resource: "secrets", Kind: "Secret", Namespaced: true, Prefix: "/registry/configmaps/x"}}, ErrInvalid},
 		{"prefix nesting another", []Resource{cm, {Version: "v1", Resource: "secrets", Kind: "Secret", Namespaced: true, Prefix: "/registry"}}, ErrInvalid},

@@ -51,6 +51,13 @@ type Resource struct {
 	// kind (typed, as decoded with the registry's scheme). Nil when
 	// FieldSelectors is empty.
 	Fields func(obj runtime.Object) fields.Set
+	// FieldLabels, when set, are the field labels clients select on
+	// (beyond metadata.name and metadata.namespace) and the field of
+	// FieldSelectors each stands for, as upstream's field label
+	// conversions rename them (events.k8s.io's regarding.kind is
+	// involvedObject.kind of the core Event it is stored as). Nil: the
+	// labels are FieldSelectors.
+	FieldLabels map[string]string
 
 	// CRD is the CustomResourceDefinition a custom resource is served
 	// from (nil for every other resource): its objects are
@@ -159,7 +166,18 @@ func (r *Resource) SplitKey(key string) (namespace, name string, ok bool) {
 	return namespace, name, true
 }
 
-// SupportsField reports whether a field selector may use field.
+// ConvertFieldLabel returns the field of FieldSelectors a client's field
+// label selects on, and whether the resource takes the label at all.
+func (r *Resource) ConvertFieldLabel(label string) (string, bool) {
+	if r.FieldLabels == nil || label == "metadata.name" || label == "metadata.namespace" {
+		return label, r.SupportsField(label)
+	}
+	f, ok := r.FieldLabels[label]
+	return f, ok
+}
+
+// SupportsField reports whether a field selector may use field (one of
+// the fields the cache holds, after ConvertFieldLabel).
 func (r *Resource) SupportsField(field string) bool {
 	if field == "metadata.name" || (field == "metadata.namespace" && r.Namespaced) {
 		return true

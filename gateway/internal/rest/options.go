@@ -51,12 +51,23 @@ func parseListOptions(args *fasthttp.Args, res *registry.Resource, watch bool) (
 		return nil, apierror.BadRequest(fmt.Sprintf("invalid field selector: %v", err))
 	}
 	for _, req := range o.fields.Requirements() {
-		if !res.SupportsField(req.Field) {
+		if _, ok := res.ConvertFieldLabel(req.Field); !ok {
 			return nil, apierror.BadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
 		}
 		if req.Operator != selection.Equals && req.Operator != selection.DoubleEquals && req.Operator != selection.NotEquals {
 			return nil, apierror.BadRequest(fmt.Sprintf("invalid field selector operator %q", req.Operator))
 		}
+	}
+	if res.FieldLabels != nil && !o.fields.Empty() {
+		// From here on, and at the cache nodes, the selector names the
+		// stored object's fields.
+		if o.fields, err = o.fields.Transform(func(label, value string) (string, string, error) {
+			f, _ := res.ConvertFieldLabel(label)
+			return f, value, nil
+		}); err != nil {
+			return nil, apierror.BadRequest(fmt.Sprintf("invalid field selector: %v", err))
+		}
+		o.fieldSelector = o.fields.String()
 	}
 	o.resourceVersion = string(args.Peek("resourceVersion"))
 	if o.resourceVersion != "" {
