@@ -167,9 +167,13 @@ func (cp *controlPlane) waitFor(t *testing.T, timeout time.Duration, what string
 			}
 		}
 		done, state, err := cond(ctx)
-		last = state
-		if err != nil {
+		switch {
+		case err == nil:
+			last = state
+		case ctx.Err() == nil:
 			last = fmt.Sprintf("%s (error: %v)", state, err)
+		default:
+			// Cut short by the timeout itself: what was seen before says more.
 		}
 		return done, nil
 	})
