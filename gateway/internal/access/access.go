@@ -169,14 +169,23 @@ func (a *Access) newTokens() ([]authenticator.Token, []string, error) {
 				return nil, nil, fmt.Errorf("cannot make gateway: %w", err)
 			}
 		}
+		lookup := objectLookup{reg: d.Registry, ranges: d.Ranges, cache: d.Cache, revisions: d.Revisions}
 		if a.tokens, err = satoken.New(satoken.Config{
 			Issuers: cfg.ServiceAccountIssuers, Audiences: cfg.APIAudiences, Keys: keys, SigningKey: signer,
-			Lookup: objectLookup{reg: d.Registry, ranges: d.Ranges, cache: d.Cache, revisions: d.Revisions},
+			Lookup: lookup,
 		}); err != nil {
 			return nil, nil, fmt.Errorf("cannot make gateway: %w", err)
 		}
-		tokenAuths = append(tokenAuths, a.tokens)
 		audiences = a.tokens.Audiences()
+		// Legacy tokens first, as kube-apiserver orders them.
+		if signer != nil {
+			keys = append(keys, signer.Public())
+		}
+		legacy, err := newLegacyTokens(keys, audiences, lookup, d.Store)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot make gateway: %w", err)
+		}
+		tokenAuths = append(tokenAuths, legacy, a.tokens)
 	}
 	if o := cfg.OIDC; o.IssuerURL != "" {
 		// After the service-account tokens, as in kube-apiserver; a token

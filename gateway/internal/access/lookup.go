@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/gateway/internal/feed"
@@ -30,25 +31,7 @@ type objectLookup struct {
 }
 
 func (l objectLookup) Object(ctx context.Context, resource, namespace, name string) (satoken.Object, error) {
-	res, ok := l.reg.Lookup(corev1.SchemeGroupVersion.WithResource(resource))
-	if !ok {
-		return satoken.Object{}, fmt.Errorf("cannot look up %s: not served", resource)
-	}
-	key := res.Key(namespace, name)
-	rng, ok := l.ranges.Current().Lookup(key)
-	if !ok {
-		return satoken.Object{}, fmt.Errorf("cannot find the range of %s", key)
-	}
-	obj, err := l.cache.Get(ctx, rng.ID, key, client.Read{}, client.JSON)
-	if errors.Is(err, storage.ErrNotFound) {
-		var cur int64
-		if cur, err = l.revisions.Current(ctx); err == nil {
-			obj, err = l.cache.Get(ctx, rng.ID, key, client.Read{ResourceVersion: cur, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, client.JSON)
-		}
-	}
-	if errors.Is(err, storage.ErrNotFound) {
-		return satoken.Object{}, fmt.Errorf("%s %s/%s: %w", resource, namespace, name, satoken.ErrNotFound)
-	}
+	data, err := l.raw(ctx, corev1.SchemeGroupVersion.WithResource(resource), namespace, name)
 	if err != nil {
 		return satoken.Object{}, err
 	}
@@ -58,8 +41,8 @@ func (l objectLookup) Object(ctx context.Context, resource, namespace, name stri
 			DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(obj.Data, &m); err != nil {
-		return satoken.Object{}, fmt.Errorf("cannot decode %s: %w", key, err)
+	if err := json.Unmarshal(data, &m); err != nil {
+		return satoken.Object{}, fmt.Errorf("cannot decode %s %s/%s: %w", resource, namespace, name, err)
 	}
 	out := satoken.Object{UID: m.Metadata.UID}
 	if m.Metadata.DeletionTimestamp != nil {
@@ -67,6 +50,34 @@ func (l objectLookup) Object(ctx context.Context, resource, namespace, name stri
 		out.DeletionTimestamp = &t
 	}
 	return out, nil
+}
+
+// raw reads the object's JSON; a missing one is an error wrapping
+// satoken.ErrNotFound.
+func (l objectLookup) raw(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) ([]byte, error) {
+	res, ok := l.reg.Lookup(gvr)
+	if !ok {
+		return nil, fmt.Errorf("cannot look up %s: not served", gvr.Resource)
+	}
+	key := res.Key(namespace, name)
+	rng, ok := l.ranges.Current().Lookup(key)
+	if !ok {
+		return nil, fmt.Errorf("cannot find the range of %s", key)
+	}
+	obj, err := l.cache.Get(ctx, rng.ID, key, client.Read{}, client.JSON)
+	if errors.Is(err, storage.ErrNotFound) {
+		var cur int64
+		if cur, err = l.revisions.Current(ctx); err == nil {
+			obj, err = l.cache.Get(ctx, rng.ID, key, client.Read{ResourceVersion: cur, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, client.JSON)
+		}
+	}
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, fmt.Errorf("%s %s/%s: %w", gvr.Resource, namespace, name, satoken.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return obj.Data, nil
 }
 
 // objectGetter reads the objects a TokenRequest refers to from etcd
