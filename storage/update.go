@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,7 +100,7 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 		m.SetDeletionGracePeriodSeconds(curMeta.GetDeletionGracePeriodSeconds())
 
 		var r txnResult
-		if deleteOnUpdate(m) {
+		if deleteOnUpdate(out, m) {
 			r, err = s.commitIf(ctx, key, kv.ModRevision, clientv3.OpDelete(key))
 			if err != nil {
 				return nil, err
@@ -135,8 +136,15 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 }
 
 // deleteOnUpdate reports whether an update leaves an object that is being
-// deleted without finalizers and without grace period, so that it must go.
-func deleteOnUpdate(m metav1.Object) bool {
+// deleted with nothing left to wait for, so that it goes, as upstream's
+// generic ShouldDeleteDuringUpdate decides: a deletionTimestamp, a grace
+// period unset or 0, no finalizers; and for a Namespace, as its storage
+// adds, no spec.finalizers either (the namespace controller's finalize
+// removes the last one once the namespace is empty).
+func deleteOnUpdate(obj runtime.Object, m metav1.Object) bool {
+	if ns, ok := obj.(*corev1.Namespace); ok && len(ns.Spec.Finalizers) > 0 {
+		return false
+	}
 	grace := m.GetDeletionGracePeriodSeconds()
-	return m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && grace != nil && *grace == 0
+	return m.GetDeletionTimestamp() != nil && len(m.GetFinalizers()) == 0 && (grace == nil || *grace == 0)
 }
