@@ -87,7 +87,7 @@ test-integration: build kubectl helm ## integration and end-to-end tests without
 test-e2e: build kubectl helm ## the end-to-end tests alone
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -v ./cmd/kgate/e2e/
 
-test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev (~6 min)
+test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev (builds ~5 min, test ~2 min; run by .ci/run)
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) KCM_BIN=$(KCM) KUBE_SCHEDULER_BIN=$(KUBE_SCHEDULER) KWOK_BIN=$(KWOK) \
 		$(GO) test -count=1 -v -timeout 30m -run '^TestControlPlane$$' ./cmd/kgate/e2e/
 
