@@ -10,7 +10,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/kubernetes/pkg/serviceaccount"
 
+	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/satoken"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
@@ -55,7 +55,7 @@ type tokenObjects struct{ lookup objectLookup }
 func (o tokenObjects) get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, out any) error {
 	data, err := o.lookup.raw(ctx, gvr, namespace, name)
 	if errors.Is(err, satoken.ErrNotFound) {
-		return apierrors.NewNotFound(gvr.GroupResource(), name)
+		return apierror.NotFound(gvr.GroupResource(), name)
 	}
 	if err != nil {
 		return err
