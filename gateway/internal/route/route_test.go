@@ -76,7 +76,18 @@ func TestRouterMovesOn(t *testing.T) {
 	}
 	early := e.node(t) // its window holds every write below
 	first := e.put(t, "a")
-	e.put(t, "b")
+	last := e.put(t, "b")
+	// Until the early node has seen the writes, its window answers with
+	// fewer events: wait for it, as a replica that is merely behind is
+	// not what this test is about.
+	storagetest.Eventually(t, 10*time.Second, "the early node has seen the writes", func() error {
+		for _, s := range early.Status() {
+			if s.ID == "configmaps" && s.Seen >= last {
+				return nil
+			}
+		}
+		return fmt.Errorf("configmaps not seen up to %d: %+v", last, early.Status())
+	})
 	late := e.node(t) // lists after the writes: its window starts later
 
 	// An address nobody listens on.
