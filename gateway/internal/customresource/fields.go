@@ -29,10 +29,8 @@ type Fields interface {
 // resources with upstream's CRD field manager
 // (managedfields.NewDefaultCRDFieldManager, the strategy's reset fields),
 // and passes other resources to the field manager it wraps. Its type
-// converter is the one upstream falls back to when a CRD's OpenAPI models
-// cannot be built: deduced from the objects (maps granular, lists
-// atomic); TODO: the converter from the CRD's schema
-// (controller/openapi/builder), for list-map merge keys.
+// converter is upstream's, from the CRD's OpenAPI models
+// (applyTypeConverter).
 type FieldManagers struct {
 	next Fields
 	sem  *Semantics
@@ -135,7 +133,11 @@ func (f *FieldManagers) managerFor(res *registry.Resource, subresource string) (
 		reset = fieldpath.NewExcludeFilterSetMap(r.GetResetFields())
 	}
 	gvk := res.GVK()
-	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), noneConvertor{},
+	tc, err := applyTypeConverter(res.CRD)
+	if err != nil {
+		return nil, fmt.Errorf("cannot make the field manager of %v: %w", gvk, err)
+	}
+	fm, err := managedfields.NewDefaultCRDFieldManager(tc, noneConvertor{},
 		defaulter{v}, creater{}, gvk, gvk.GroupVersion(), subresource, reset)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make the field manager of %v: %w", gvk, err)

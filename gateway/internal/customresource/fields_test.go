@@ -3,6 +3,7 @@ package customresource
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,6 +76,17 @@ func TestFieldManagers(t *testing.T) {
 	}
 	if m := managers(updated.(*unstructured.Unstructured)); m["kubectl-edit"] != "Update" || m["alice"] != "Apply" {
 		t.Errorf("managers after an update %v", m)
+	}
+	// The type converter is the CRD schema's, as upstream's: a field
+	// the schema does not declare is refused (fieldValidation's answer
+	// for apply), one under x-kubernetes-preserve-unknown-fields is not.
+	unknown := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":{"size":3,"bogus":1}}`
+	if _, err := f.Apply(res, "", nil, []byte(unknown), "alice", false); err == nil || !strings.Contains(err.Error(), ".spec.bogus: field not declared in schema") {
+		t.Errorf("apply of an undeclared field: %v, want .spec.bogus: field not declared in schema", err)
+	}
+	preserved := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"ns"},"spec":{"size":3,"labels":{"any":"thing"}}}`
+	if _, err := f.Apply(res, "", nil, []byte(preserved), "alice", false); err != nil {
+		t.Errorf("apply under x-kubernetes-preserve-unknown-fields: %v", err)
 	}
 	if _, err := f.Apply(res, "", nil, []byte("- not an object"), "alice", false); !errors.Is(err, fieldmanager.ErrDecode) {
 		t.Errorf("a patch that is not an object: %v, want ErrDecode", err)
