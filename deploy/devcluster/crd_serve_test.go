@@ -234,9 +234,17 @@ func testCRDServe(t *testing.T, c *devcluster.Cluster, cfg *rest.Config) {
 	if _, err := widgets.Patch(ctx, "w1", types.StrategicMergePatchType, []byte(`{}`), metav1.PatchOptions{}); !apierrors.IsUnsupportedMediaType(err) {
 		t.Errorf("strategic merge patch: %v, want 415", err)
 	}
+	// Server-side apply types the patch with the CRD's schema, as
+	// upstream: a field it does not declare fails the apply, whatever
+	// fieldValidation says.
+	if _, err := widgets.Apply(ctx, "w2", widget("w2", map[string]any{"size": int64(2)}), metav1.ApplyOptions{FieldManager: "crd-test"}); err == nil || !strings.Contains(err.Error(), ".unknown: field not declared in schema") {
+		t.Errorf("apply with a field the schema does not declare: %v, want upstream's error", err)
+	}
 	// Server-side apply creates and records its manager; managedFields
 	// record the other writes too.
-	applied, err := widgets.Apply(ctx, "w2", widget("w2", map[string]any{"size": int64(2)}), metav1.ApplyOptions{FieldManager: "crd-test"})
+	w2 := widget("w2", map[string]any{"size": int64(2)})
+	delete(w2.Object, "unknown")
+	applied, err := widgets.Apply(ctx, "w2", w2, metav1.ApplyOptions{FieldManager: "crd-test"})
 	if err != nil {
 		t.Fatalf("server-side apply: %v", err)
 	}
