@@ -48,12 +48,14 @@ func newLegacyTokens(keys []crypto.PublicKey, audiences []string, lookup objectL
 }
 
 // tokenObjects is upstream's ServiceAccountTokenGetter over the cache
-// nodes (objectLookup's reads).
+// nodes, read consistently (at etcd's current revision): a token Secret
+// just filled authenticates at once, and one just deleted or changed no
+// longer does. Legacy tokens are rare; the revision read is their cost.
 type tokenObjects struct{ lookup objectLookup }
 
 // get decodes the object into out, or returns upstream's NotFound.
 func (o tokenObjects) get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, out any) error {
-	data, err := o.lookup.raw(ctx, gvr, namespace, name)
+	data, err := o.lookup.raw(ctx, gvr, namespace, name, true)
 	if errors.Is(err, satoken.ErrNotFound) {
 		return apierror.NotFound(gvr.GroupResource(), name)
 	}

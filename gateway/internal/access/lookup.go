@@ -31,7 +31,7 @@ type objectLookup struct {
 }
 
 func (l objectLookup) Object(ctx context.Context, resource, namespace, name string) (satoken.Object, error) {
-	data, err := l.raw(ctx, corev1.SchemeGroupVersion.WithResource(resource), namespace, name)
+	data, err := l.raw(ctx, corev1.SchemeGroupVersion.WithResource(resource), namespace, name, false)
 	if err != nil {
 		return satoken.Object{}, err
 	}
@@ -53,8 +53,10 @@ func (l objectLookup) Object(ctx context.Context, resource, namespace, name stri
 }
 
 // raw reads the object's JSON; a missing one is an error wrapping
-// satoken.ErrNotFound.
-func (l objectLookup) raw(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) ([]byte, error) {
+// satoken.ErrNotFound. consistent reads it at etcd's current revision or
+// later; otherwise as the cache has it, and again consistently only when
+// not found there.
+func (l objectLookup) raw(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, consistent bool) ([]byte, error) {
 	res, ok := l.reg.Lookup(gvr)
 	if !ok {
 		return nil, fmt.Errorf("cannot look up %s: not served", gvr.Resource)
@@ -64,8 +66,12 @@ func (l objectLookup) raw(ctx context.Context, gvr schema.GroupVersionResource, 
 	if !ok {
 		return nil, fmt.Errorf("cannot find the range of %s", key)
 	}
-	obj, err := l.cache.Get(ctx, rng.ID, key, client.Read{}, client.JSON)
-	if errors.Is(err, storage.ErrNotFound) {
+	var obj client.Object
+	var err error
+	if !consistent {
+		obj, err = l.cache.Get(ctx, rng.ID, key, client.Read{}, client.JSON)
+	}
+	if consistent || errors.Is(err, storage.ErrNotFound) {
 		var cur int64
 		if cur, err = l.revisions.Current(ctx); err == nil {
 			obj, err = l.cache.Get(ctx, rng.ID, key, client.Read{ResourceVersion: cur, Match: string(metav1.ResourceVersionMatchNotOlderThan)}, client.JSON)
