@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	sockaddr "github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -138,11 +139,6 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	epoch := time.Now().UnixNano()
-	md := meta{role: cfg.Role, epoch: epoch, readAddr: cfg.ReadAddr}.encode()
-	if len(md) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMetaTooLarge, len(md), memberlist.MetaMaxSize)
-	}
-
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.Name
 	host, port, err := splitHostPort(cfg.BindAddr, -1)
@@ -157,6 +153,16 @@ func New(cfg Config) (*Cluster, error) {
 		}
 		mc.AdvertiseAddr, mc.AdvertisePort = host, port
 	}
+	if cfg.ReadAddr != "" {
+		if cfg.ReadAddr, err = reachableReadAddr(cfg.ReadAddr, mc); err != nil {
+			return nil, fmt.Errorf("cannot make cluster member: %w", err)
+		}
+	}
+	md := meta{role: cfg.Role, epoch: epoch, readAddr: cfg.ReadAddr}.encode()
+	if len(md) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrMetaTooLarge, len(md), memberlist.MetaMaxSize)
+	}
+
 	cfg.Timing.apply(mc)
 	if len(cfg.Keys) > 0 {
 		if mc.Keyring, err = keyring(cfg.Keys); err != nil {
@@ -184,6 +190,31 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cannot make cluster member: %w", err)
 	}
 	return c, nil
+}
+
+// reachableReadAddr is readAddr as other members dial it: a read API
+// listening on every interface (0.0.0.0, ::) is announced at the host
+// gossip is advertised at, chosen as memberlist chooses it (the advertise
+// address, else a specific bind address, else the host's private IP).
+func reachableReadAddr(readAddr string, mc *memberlist.Config) (string, error) {
+	host, port, err := net.SplitHostPort(readAddr)
+	if err != nil {
+		return "", fmt.Errorf("ReadAddr: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return readAddr, nil
+	}
+	switch ip := net.ParseIP(mc.BindAddr); {
+	case mc.AdvertiseAddr != "":
+		host = mc.AdvertiseAddr
+	case ip != nil && !ip.IsUnspecified():
+		host = mc.BindAddr
+	default:
+		if host, err = sockaddr.GetPrivateIP(); err != nil || host == "" {
+			return "", fmt.Errorf("cannot find an address to announce the read API %s at (set the advertise address): %v", readAddr, err)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // defaultName is the hostname and a random suffix.

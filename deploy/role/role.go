@@ -94,7 +94,7 @@ func NewCacheNode(cfg CacheNodeConfig) (*CacheNode, error) {
 		return nil, err
 	}
 	if c.pub, err = directory.NewPublisher(directory.PublisherConfig{
-		NATS: cfg.Node.NATS, Node: c.Members.LocalName(), ReadAddr: c.Node.Addr(), Epoch: c.Members.Local().Epoch,
+		NATS: cfg.Node.NATS, Node: c.Members.LocalName(), ReadAddr: c.Members.Local().ReadAddr, Epoch: c.Members.Local().Epoch,
 		Source: c.status, Logger: cfg.Logger.With("component", "directory"),
 	}); err != nil {
 		c.close()
