@@ -330,7 +330,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 			return fmt.Errorf("cannot serve: %w", err)
 		}
 	}
-	g.c.Stop()
+	// Streams end and the endpoint lease goes; the requests in flight
+	// finish (at most ShutdownGrace) before the parts they use stop
+	// (g.Close, deferred).
+	g.c.Drain()
 	t0 := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownGrace)
 	defer cancel()

@@ -137,6 +137,7 @@ type Set struct {
 	stopKeep   context.CancelFunc             // ends the keepers; set by Start
 	base       context.Context                // cancelled when the stop starts: ends watches
 	cancelBase context.CancelFunc
+	drainOnce  sync.Once
 	stopOnce   sync.Once
 }
 
@@ -452,18 +453,26 @@ func (s *Set) Stopping() error { return s.base.Err() }
 // Base is cancelled when Stop starts.
 func (s *Set) Base() context.Context { return s.base }
 
-// Stop starts the shutdown: it ends watches (Base), then stops the
-// controllers, the admission and RBAC feeds, the hub, the router and the OpenAPI
+// Drain starts the shutdown: it ends watches and other streams (Base)
+// and withdraws the gateway's endpoint lease, so that the kubernetes
+// Service stops sending new connections here; ordinary requests in flight
+// go on (their contexts do not end with Base) and every part they need
+// still runs until Stop. It may be called more than once.
+func (s *Set) Drain() {
+	s.drainOnce.Do(func() {
+		s.cancelBase()
+		if s.stopKeep != nil {
+			s.step("stopped", "leases", func() { s.stopKeep(); s.keepers.Wait() })
+		}
+	})
+}
+
+// Stop drains (Drain), then stops the controllers, the admission and RBAC feeds, the hub, the router and the OpenAPI
 // renderer, in reverse order of start. Requests in flight may still
 // finish. Parts New did not get to build are skipped.
 func (s *Set) Stop() {
 	s.stopOnce.Do(func() {
-		s.cancelBase()
-		if s.stopKeep != nil {
-			// The endpoint lease goes first: the kubernetes Service stops
-			// sending new connections here while requests drain.
-			s.step("stopped", "leases", func() { s.stopKeep(); s.keepers.Wait() })
-		}
+		s.Drain()
 		if s.Controllers != nil {
 			s.step("stopped", "controllers", s.Controllers.Close)
 		}

@@ -214,7 +214,7 @@ func (h *Handler) releaseAllocations(obj runtime.Object) {
 }
 
 func (h *Handler) releaseIP(ip string) {
-	ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.base), 10*time.Second)
 	defer cancel()
 	if err := h.cfg.ServiceIPs.Release(ctx, ip); err != nil {
 		h.cfg.Logger.Warn("cannot release cluster IP", "ip", ip, "err", err)

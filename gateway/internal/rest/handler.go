@@ -195,7 +195,9 @@ func (h *Handler) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, res *re
 		m.Pretty = true
 	}
 	r.media = m
-	ctx, cancel := context.WithTimeout(h.base, h.cfg.RequestTimeout)
+	// Not cancelled by the gateway's shutdown (h.base): a request in
+	// flight finishes while the server drains.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.base), h.cfg.RequestTimeout)
 	defer cancel()
 	switch info.Verb {
 	case "get":

@@ -131,7 +131,7 @@ func (h *Handler) releaseNodePorts(ports []int) {
 	if h.cfg.NodePorts == nil || len(ports) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(h.base, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.base), 10*time.Second)
 	defer cancel()
 	if err := h.cfg.NodePorts.Release(ctx, ports...); err != nil {
 		h.cfg.Logger.Warn("cannot release node ports", "ports", ports, "err", err)
