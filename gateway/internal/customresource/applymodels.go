@@ -2,6 +2,7 @@ package customresource
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -50,7 +51,7 @@ func applyModels(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*ope
 	specs := []*spec3.OpenAPI{{
 		Version:    "3.0.0",
 		Info:       &openapispec.Info{InfoProps: openapispec.InfoProps{Title: "Kubernetes CRD Swagger", Version: "v0.1.0"}},
-		Components: &spec3.Components{Schemas: copySchemas(static)},
+		Components: &spec3.Components{Schemas: maps.Clone(static)}, // the merge adds to it
 	}}
 	for _, v := range crd.Spec.Versions {
 		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
@@ -64,13 +65,4 @@ func applyModels(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*ope
 		return nil, fmt.Errorf("cannot merge the OpenAPI models of %s: %w", crd.Name, err)
 	}
 	return merged.Components.Schemas, nil
-}
-
-// copySchemas is a shallow copy of the map: the merge adds to it.
-func copySchemas(in map[string]*openapispec.Schema) map[string]*openapispec.Schema {
-	out := make(map[string]*openapispec.Schema, len(in))
-	for k, v := range in {
-		out[k] = v
-	}
-	return out
 }
