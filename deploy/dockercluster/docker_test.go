@@ -2,9 +2,6 @@ package dockercluster_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kgate/kgate/deploy/dockercluster"
+	"github.com/kgate/kgate/deploy/dockercluster/dockerclustertest"
 )
 
 // cluster starts the deployment for t: 3 etcd, 3 NATS, 3 cache nodes
@@ -22,61 +20,7 @@ import (
 // container's log is kept and its tail printed first.
 func cluster(t *testing.T, ctx context.Context) *dockercluster.Cluster {
 	t.Helper()
-	if os.Getenv("KGATE_DOCKER_TEST") == "" {
-		t.Skip("Docker deployment test: run by make test-docker (KGATE_DOCKER_TEST=1, KGATE_BIN, KUBECTL_BIN and the images of make images)")
-	}
-	if testing.Short() {
-		t.Skip("Docker deployment test: skipped under -short")
-	}
-	if err := dockercluster.Available(ctx, ""); err != nil {
-		t.Fatalf("KGATE_DOCKER_TEST is set but Docker is not usable: %v", err)
-	}
-	bin := os.Getenv("KGATE_BIN")
-	if bin == "" {
-		t.Fatal("KGATE_BIN is not set: make test-docker sets it to the kgate binary of the images")
-	}
-	tag := os.Getenv("KGATE_IMAGE_TAG")
-	if tag == "" {
-		tag = "latest"
-	}
-	suffix := make([]byte, 3)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	name := "kgt-" + hex.EncodeToString(suffix)
-	// Registered first, run last: whatever Start left is removed even
-	// if it fails half-way.
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := dockercluster.Remove(cctx, "docker", name); err != nil {
-			t.Errorf("cannot clean up: %v", err)
-		}
-	})
-	t0 := time.Now()
-	c, err := dockercluster.Start(ctx, dockercluster.Config{
-		Name: name, Dir: t.TempDir(), KgateBin: bin, Images: dockercluster.DefaultImages(tag),
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
-	if err != nil {
-		t.Fatalf("cannot start the cluster: %v", err)
-	}
-	t.Logf("cluster %s ready in %v: gateways at %v", name, time.Since(t0).Round(time.Second), c.GatewayAddrs())
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		dir, err := os.MkdirTemp("", name+"-logs-")
-		if err != nil {
-			t.Logf("cannot keep logs: %v", err)
-			return
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		tails, err := c.DumpLogs(cctx, dir, 40)
-		t.Logf("logs of every container (%v):\n%s", err, tails)
-	})
-	return c
+	return dockerclustertest.Start(t, ctx, "KGATE_DOCKER_TEST", dockercluster.Config{})
 }
 
 // kubectl runs kubectl against the gateway at addr and returns its output.

@@ -330,7 +330,7 @@ func (w *writer) delete(ctx context.Context, cur *watchcheck.Object) error {
 			return err
 		}
 		rev = o.RV
-	} else if rev, err = w.deleteRevision(ctx, cur); err != nil {
+	} else if rev, err = w.truth.DeleteRevision(ctx, cur); err != nil {
 		return err
 	}
 	return w.add(watchcheck.Write{Rev: rev, Op: watchcheck.Delete, Prev: cur})
@@ -360,7 +360,7 @@ func (w *writer) settle(ctx context.Context, name string) error {
 	case now == nil && prev == nil, now != nil && prev != nil && now.RV == prev.RV:
 		return nil
 	case now == nil:
-		rev, err := w.deleteRevision(ctx, prev)
+		rev, err := w.truth.DeleteRevision(ctx, prev)
 		if err != nil {
 			return err
 		}
@@ -369,29 +369,6 @@ func (w *writer) settle(ctx context.Context, name string) error {
 		return w.add(watchcheck.Write{Rev: now.RV, Op: watchcheck.Create, Cur: now})
 	}
 	return w.add(watchcheck.Write{Rev: now.RV, Op: watchcheck.Update, Prev: prev, Cur: now})
-}
-
-// deleteRevision finds the revision that deleted prev: the first after
-// prev's at which etcd no longer has it.
-func (w *writer) deleteRevision(ctx context.Context, prev *watchcheck.Object) (int64, error) {
-	_, hi, err := w.truth.ConfigMap(ctx, loadNS, prev.Name, 0)
-	if err != nil {
-		return 0, err
-	}
-	lo := prev.RV + 1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		o, _, err := w.truth.ConfigMap(ctx, loadNS, prev.Name, mid)
-		if err != nil {
-			return 0, err
-		}
-		if o == nil {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo, nil
 }
 
 // verify checks every recorded write against etcd's history at its

@@ -2,10 +2,13 @@ package watchcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
@@ -123,4 +126,91 @@ func (c *Truth) WaitFor(ctx context.Context, ns, name string) error {
 		return fmt.Errorf("cannot wait for %s: %w", key, err)
 	}
 	return fmt.Errorf("cannot wait for %s: the watch ended", key)
+}
+
+// Record watches etcd's ConfigMaps of namespace ns from revision from+1
+// until ctx ends and adds every change to h, in etcd's order, as the
+// write that made it: etcd's own history, whatever the clients were told.
+// A watch that ends (its member lost the leader, or went away) is made
+// again from the revision after the last change recorded, on whichever
+// member answers; a compaction that removed part of the history, or a
+// change that cannot be decoded, ends it with an error.
+func (c *Truth) Record(ctx context.Context, ns string, from int64, h *History) error {
+	prefix := c.Resource.ListPrefix(ns)
+	next := from + 1
+	for ctx.Err() == nil {
+		err := c.record(ctx, prefix, &next, h)
+		if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, errUndecodable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+var errUndecodable = errors.New("undecodable change")
+
+// record watches from *next, moving it past every change recorded, until
+// the watch ends.
+func (c *Truth) record(ctx context.Context, prefix string, next *int64, h *History) error {
+	// WithRequireLeader: a member cut off from the others ends the watch
+	// instead of going silent.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range c.Etcd.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(*next), clientv3.WithPrevKV()) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("cannot watch %s from %d: %w", prefix, *next, err)
+		}
+		for _, ev := range wr.Events {
+			var prev, cur *Object
+			var err error
+			if ev.PrevKv != nil {
+				if prev, err = c.decode(ev.PrevKv.Value, ev.PrevKv.ModRevision); err != nil {
+					return fmt.Errorf("%w: %s: %w", errUndecodable, ev.Kv.Key, err)
+				}
+			}
+			op := Delete
+			if ev.Type == clientv3.EventTypePut {
+				if cur, err = c.decode(ev.Kv.Value, ev.Kv.ModRevision); err != nil {
+					return fmt.Errorf("%w: %s: %w", errUndecodable, ev.Kv.Key, err)
+				}
+				op = Update
+				if ev.IsCreate() {
+					op = Create
+				}
+			}
+			if err := h.Add(Write{Rev: ev.Kv.ModRevision, Op: op, Prev: prev, Cur: cur}); err != nil {
+				return fmt.Errorf("%w: %w", errUndecodable, err)
+			}
+			*next = ev.Kv.ModRevision + 1
+		}
+	}
+	return fmt.Errorf("cannot watch %s: the watch ended", prefix)
+}
+
+// DeleteRevision finds the revision that deleted prev's key: the first
+// after prev's at which etcd no longer has it (a binary search over
+// etcd's history).
+func (c *Truth) DeleteRevision(ctx context.Context, prev *Object) (int64, error) {
+	_, hi, err := c.ConfigMap(ctx, prev.Namespace, prev.Name, 0)
+	if err != nil {
+		return 0, err
+	}
+	lo := prev.RV + 1 // the answer lies in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		o, _, err := c.ConfigMap(ctx, prev.Namespace, prev.Name, mid)
+		if err != nil {
+			return 0, err
+		}
+		if o == nil {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
 }

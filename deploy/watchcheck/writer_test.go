@@ -148,7 +148,7 @@ func (w *writer) delete(ctx context.Context, cur *Object) error {
 			return err
 		}
 		rev = o.RV
-	} else if rev, err = w.deleteRevision(ctx, cur); err != nil {
+	} else if rev, err = w.c.DeleteRevision(ctx, cur); err != nil {
 		return err
 	}
 	return w.add(Write{Rev: rev, Op: Delete, Prev: cur})
@@ -219,7 +219,7 @@ func (w *writer) resettle(ctx context.Context, ns, name string) error {
 	case now == nil && prev == nil, now != nil && prev != nil && now.RV == prev.RV:
 		return nil // not made
 	case now == nil:
-		rev, err := w.deleteRevision(ctx, prev)
+		rev, err := w.c.DeleteRevision(ctx, prev)
 		if err != nil {
 			return err
 		}
@@ -228,29 +228,6 @@ func (w *writer) resettle(ctx context.Context, ns, name string) error {
 		return w.add(Write{Rev: now.RV, Op: Create, Cur: now})
 	}
 	return w.add(Write{Rev: now.RV, Op: Update, Prev: prev, Cur: now})
-}
-
-// deleteRevision finds the revision that deleted prev's key: the first one
-// after prev's at which etcd no longer has it.
-func (w *writer) deleteRevision(ctx context.Context, prev *Object) (int64, error) {
-	_, hi, err := w.c.ConfigMap(ctx, prev.Namespace, prev.Name, 0)
-	if err != nil {
-		return 0, err
-	}
-	lo := prev.RV + 1 // the answer lies in [lo, hi]
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		o, _, err := w.c.ConfigMap(ctx, prev.Namespace, prev.Name, mid)
-		if err != nil {
-			return 0, err
-		}
-		if o == nil {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	return lo, nil
 }
 
 // verify checks the history against etcd: each write is in etcd's history
