@@ -163,5 +163,30 @@ test-docker: images kubectl ## deployment test on Docker: 3 etcd, 3 NATS, 3 cach
 	KGATE_DOCKER_TEST=1 KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) KGATE_IMAGE_TAG=$(IMAGE_TAG) \
 		$(GO) test -race -count=1 -v -timeout 15m -run 'TestDockerDeployment' ./deploy/dockercluster/
 
+CHAOS_DURATION ?= 10m
+CHAOS_RESULTS ?= $(CURDIR)/deploy/chaos/results
+# The smoke run's faults: one of each kind of thing that can go wrong.
+CHAOS_SMOKE_FAULTS ?= kill -9 cachenode|kill -9 gateway|kill -9 the etcd leader|NATS route loss|frozen
+CHAOS_ENV = KGATE_CHAOS_TEST=1 KGATE_BIN=$(KGATE) KGATE_IMAGE_TAG=$(IMAGE_TAG) CHAOS_SEED=$(CHAOS_SEED)
+
+.PHONY: chaos chaos-smoke soak
+
+SOAK_DURATION ?= 1h
+SOAK_WATCHERS ?= 10000
+SOAK_WRITES ?= 500
+
+soak: images ## steady load on Docker: SOAK_DURATION (1h) of SOAK_WRITES (500) writes/s and SOAK_WATCHERS (10000) watchers, memory and goroutines sampled each minute; soak.md in deploy/chaos/results/
+	KGATE_SOAK_TEST=1 KGATE_BIN=$(KGATE) KGATE_IMAGE_TAG=$(IMAGE_TAG) SOAK_DURATION=$(SOAK_DURATION) SOAK_WATCHERS=$(SOAK_WATCHERS) \
+		SOAK_WRITES=$(SOAK_WRITES) SOAK_SAMPLE=$(SOAK_SAMPLE) SOAK_RESULTS=$(CHAOS_RESULTS) \
+		$(GO) test -count=1 -v -timeout 0 -run 'TestSoak$$' ./deploy/chaos/
+
+chaos: images ## fault suite on Docker (3 etcd, 3 NATS, 3 cache nodes, 3 gateways): every fault, checked; CHAOS_DURATION (10m), CHAOS_SEED; report in deploy/chaos/results/
+	$(CHAOS_ENV) CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_RESULTS=$(CHAOS_RESULTS) \
+		$(GO) test -count=1 -v -timeout 60m -run 'TestChaos$$' ./deploy/chaos/
+
+chaos-smoke: images ## 3-minute run of the fault suite (run by .ci/run when Docker is available); report in a temporary directory
+	$(CHAOS_ENV) CHAOS_DURATION=3m CHAOS_HOLD=10s CHAOS_FAULTS='$(CHAOS_SMOKE_FAULTS)' \
+		$(GO) test -count=1 -v -timeout 30m -run 'TestChaos$$' ./deploy/chaos/
+
 clean: ## remove bin/
 	rm -rf $(BIN)
