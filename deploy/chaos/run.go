@@ -112,7 +112,7 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	var load sync.WaitGroup
 	for i := range cfg.Writers {
 		w := &writer{id: i, gws: gws, truth: truth, rec: rec, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
-			keys: cfg.Keys, pause: 40 * time.Millisecond, model: map[string]*watchcheck.Object{}, next: i}
+			keys: cfg.Keys, pause: 40 * time.Millisecond, model: map[string]*watchcheck.Object{}, unsettled: map[string]time.Time{}, next: i}
 		load.Go(func() { w.run(loadCtx) })
 	}
 	for i := range cfg.Readers {

@@ -127,7 +127,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	keys := max(1, cfg.Shards*4/cfg.Writers)
 	for i := range cfg.Writers {
 		w := &writer{id: i, gws: gws, truth: truth, rec: rec, rng: rand.New(rand.NewPCG(rng.Uint64(), uint64(i))),
-			keys: keys, limit: limit, shards: cfg.Shards, model: map[string]*watchcheck.Object{}, next: i}
+			keys: keys, limit: limit, shards: cfg.Shards, model: map[string]*watchcheck.Object{}, unsettled: map[string]time.Time{}, next: i}
 		load.Go(func() { w.run(loadCtx) })
 	}
 	log.Info("soak running", "watchers", cfg.Watchers, "writes/s", cfg.WritesPerSecond, "for", cfg.Duration)

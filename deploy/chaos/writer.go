@@ -41,6 +41,9 @@ type writer struct {
 	shards int
 	// model is what the writer knows is stored, by name.
 	model map[string]*watchcheck.Object
+	// unsettled holds, by name, when the earliest failed write began that
+	// etcd has not yet shown the effect of (it may still take effect).
+	unsettled map[string]time.Time
 	seq   int
 	next  int // the gateway of the next request
 }
@@ -139,9 +142,19 @@ func (w *writer) step(ctx context.Context) {
 	ctx, cancelTruth := context.WithTimeout(context.WithoutCancel(ctx), truthTimeout)
 	defer cancelTruth()
 	if err != nil {
-		w.settle(ctx, name, start, apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err), fmt.Errorf("%s %s through gateway %d: %w", kind, name, gw, err))
+		// Until etcd shows what became of it, this write may still take
+		// effect: a change etcd shows later may be its doing, so the
+		// linearizability history gives that change the earliest
+		// unsettled call.
+		if _, ok := w.unsettled[name]; !ok {
+			w.unsettled[name] = start
+		}
+		w.settle(ctx, name, apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err), fmt.Errorf("%s %s through gateway %d: %w", kind, name, gw, err))
 		return
 	}
+	// A write that succeeded with a precondition rules out every earlier
+	// one taking effect later.
+	delete(w.unsettled, name)
 	now := time.Now()
 	if kind == "delete" {
 		rev, err := w.deletedAt(ctx, name, out)
@@ -186,7 +199,8 @@ func (w *writer) deletedAt(ctx context.Context, name string, out *corev1.ConfigM
 // lost: it enters the linearizability history as returning now. A
 // conflict (409) after which etcd still has what the writer knew was no
 // conflict at all.
-func (w *writer) settle(ctx context.Context, name string, start time.Time, conflict bool, cause error) {
+func (w *writer) settle(ctx context.Context, name string, conflict bool, cause error) {
+	start := w.unsettled[name]
 	prev := w.model[name]
 	var now *watchcheck.Object
 	for {
@@ -208,6 +222,7 @@ func (w *writer) settle(ctx context.Context, name string, start time.Time, confl
 		}
 		return
 	case now == nil:
+		delete(w.unsettled, name)
 		rev, err := w.truth.DeleteRevision(ctx, prev)
 		if err != nil {
 			w.rec.problem("writer %d: cannot settle %s after %v: %v", w.id, name, cause, err)
@@ -215,6 +230,7 @@ func (w *writer) settle(ctx context.Context, name string, start time.Time, confl
 		delete(w.model, name)
 		w.rec.kvOp(KVOp{Key: name, Write: true, RV: 0, Rev: rev, Call: start, Return: returned, Client: w.id})
 	default:
+		delete(w.unsettled, name)
 		w.model[name] = now
 		w.rec.kvOp(KVOp{Key: name, Write: true, RV: now.RV, Rev: now.RV, Call: start, Return: returned, Client: w.id})
 	}
