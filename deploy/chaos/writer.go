@@ -44,8 +44,8 @@ type writer struct {
 	// unsettled holds, by name, when the earliest failed write began that
 	// etcd has not yet shown the effect of (it may still take effect).
 	unsettled map[string]time.Time
-	seq   int
-	next  int // the gateway of the next request
+	seq       int
+	next      int // the gateway of the next request
 }
 
 func (w *writer) run(ctx context.Context) {
