@@ -243,6 +243,9 @@ func (k *counter) run(ctx context.Context) {
 		for ev := range wi.ResultChan() {
 			e := watchcheck.EventOf(ev)
 			if e.Type == "ERROR" {
+				if ctx.Err() != nil {
+					break // client-go reports the cancelled read
+				}
 				k.bad.Add(1)
 				if e.Code == 410 {
 					// Its start is gone: nothing it counts from here
