@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 		if err != nil {
 			return nil, err
 		}
-		watchers[i] = &watcher{id: i, gws: gws, rec: rec, ns: s.ns, label: s.label, field: s.field, filter: f, gw: i, through: from}
+		watchers[i] = &watcher{id: i, gws: gws, rec: rec, ns: s.ns, label: s.label, field: s.field, filter: f, gw: i % gws.n(), through: from}
 		watching.Go(func() { watchers[i].run(watchCtx) })
 	}
 	stopAll := func() {

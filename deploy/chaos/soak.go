@@ -117,7 +117,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	var watching sync.WaitGroup
 	counters := make([]*counter, cfg.Watchers)
 	for i := range counters {
-		counters[i] = &counter{gws: gws, shard: strconv.Itoa(i % cfg.Shards), gw: i, through: from}
+		counters[i] = &counter{gws: gws, shard: strconv.Itoa(i % cfg.Shards), gw: i % gws.n(), through: from}
 		watching.Go(func() { counters[i].run(watchCtx) })
 	}
 	loadCtx, stopLoad := context.WithCancel(ctx)
