@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/event"
@@ -37,6 +38,13 @@ type Router struct {
 	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client.Client
 	closed  bool
+
+	// served holds, by range ID, an *atomic.Int64: the newest revision
+	// this gateway has answered a read of the range at. Reads of "any"
+	// revision (resourceVersion=0) are served no older than it, so that a
+	// client never sees the gateway go back in time when it moves to a
+	// replica that is behind (one thawed after a freeze, say).
+	served sync.Map
 
 	metrics *Metrics
 }
@@ -119,9 +127,13 @@ func unavailableOrCompacted(err error) bool {
 // Get reads one object.
 func (r *Router) Get(ctx context.Context, rangeID, key string, rd client.Read, f client.Format) (client.Object, error) {
 	var out client.Object
-	err := r.each(ctx, rangeID, unavailable, func(c *client.Client) error {
+	err := r.monotonic(ctx, rangeID, rd, func(rd client.Read, c *client.Client) error {
 		var err error
 		out, err = c.Get(ctx, rangeID, key, rd, f)
+		if err == nil {
+			// The replica had seen at least the object's revision.
+			r.saw(rangeID, out.Revision)
+		}
 		return err
 	})
 	return out, err
@@ -130,12 +142,71 @@ func (r *Router) Get(ctx context.Context, rangeID, key string, rd client.Read, f
 // List reads one page of a list.
 func (r *Router) List(ctx context.Context, rangeID string, o client.ListOptions) (*client.List, error) {
 	var out *client.List
-	err := r.each(ctx, rangeID, unavailable, func(c *client.Client) error {
+	err := r.monotonic(ctx, rangeID, o.Read, func(rd client.Read, c *client.Client) error {
 		var err error
+		o.Read = rd
 		out, err = c.List(ctx, rangeID, o)
+		if err == nil {
+			r.saw(rangeID, out.Revision)
+		}
 		return err
 	})
 	return out, err
+}
+
+// monotonic runs read on the replicas of rangeID in turn. A read of "any"
+// revision asks for one no older than the range's served revision, and
+// passes over a replica that cannot reach it in time; when none can, it
+// reads what the first replica has: an old answer rather than none.
+func (r *Router) monotonic(ctx context.Context, rangeID string, rd client.Read, read func(client.Read, *client.Client) error) error {
+	floored := r.floor(rangeID, rd)
+	if floored == rd {
+		return r.each(ctx, rangeID, unavailable, func(c *client.Client) error { return read(rd, c) })
+	}
+	err := r.each(ctx, rangeID, unavailableOrBehind, func(c *client.Client) error { return read(floored, c) })
+	if errors.Is(err, storage.ErrRevisionTooLarge) && ctx.Err() == nil {
+		if r.metrics != nil {
+			r.metrics.behind.Inc()
+		}
+		return r.each(ctx, rangeID, unavailable, func(c *client.Client) error { return read(rd, c) })
+	}
+	return err
+}
+
+// floor raises a read of "any" revision to the range's served revision.
+func (r *Router) floor(rangeID string, rd client.Read) client.Read {
+	if rd.ResourceVersion != 0 || rd.Match != "" {
+		return rd
+	}
+	v, ok := r.served.Load(rangeID)
+	if !ok {
+		return rd
+	}
+	if rev := v.(*atomic.Int64).Load(); rev > 0 {
+		return client.Read{ResourceVersion: rev, Match: notOlderThan}
+	}
+	return rd
+}
+
+const notOlderThan = "NotOlderThan"
+
+// saw raises the range's served revision to rev.
+func (r *Router) saw(rangeID string, rev int64) {
+	v, ok := r.served.Load(rangeID)
+	if !ok {
+		v, _ = r.served.LoadOrStore(rangeID, new(atomic.Int64))
+	}
+	hw := v.(*atomic.Int64)
+	for {
+		cur := hw.Load()
+		if rev <= cur || hw.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
+func unavailableOrBehind(err error) bool {
+	return errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrRevisionTooLarge)
 }
 
 // Events reads a range's window after since. A replica whose window does
