@@ -114,7 +114,7 @@ func New(cfg Config) (*Store, error) {
 		metrics:    m,
 		eventTTL:   ttl,
 		leases:     &leases{client: cfg.Client.Lease, now: cfg.Now},
-		kv:         cfg.Client.KV,
+		kv:         RequireLeader(cfg.Client.KV),
 		registry:   cfg.Registry,
 		codec:      cfg.Codec,
 		logger:     cfg.Logger,

@@ -101,6 +101,9 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	t0 := time.Now()
 	if b.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: plane.etcdTLS,
+		// A member that stopped answering (cut off, frozen) is dropped
+		// from the balancer within seconds; etcd allows a ping every 5s.
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
 	}

@@ -115,7 +115,7 @@ func Open(cfg Config) (_ *Backend, err error) {
 			return err
 		}},
 		{"revisions", func() (err error) {
-			b.Revisions, err = revision.New(revision.Config{KV: cfg.Etcd, Logger: cfg.Logger.With("component", "revision")})
+			b.Revisions, err = revision.New(revision.Config{KV: storage.RequireLeader(cfg.Etcd), Logger: cfg.Logger.With("component", "revision")})
 			return err
 		}},
 		{"service IPs", func() (err error) {
