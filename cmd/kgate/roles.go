@@ -109,7 +109,11 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	}
 	log.Info("etcd client ready", "took", time.Since(t0))
 	t0 = time.Now()
-	if b.nats, err = nats.Connect(*f.natsURL, append(plane.natsOpts, nats.Name(name), nats.MaxReconnects(-1))...); err != nil {
+	// A server that stops answering (cut off, frozen) is left after two
+	// unanswered pings 5s apart, not the library's 2 minutes: until then
+	// no change reaches this member.
+	if b.nats, err = nats.Connect(*f.natsURL, append(plane.natsOpts, nats.Name(name), nats.MaxReconnects(-1),
+		nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(2))...); err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}
 	log.Info("NATS connected", "took", time.Since(t0))
