@@ -102,8 +102,9 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	if b.etcd, err = clientv3.New(clientv3.Config{
 		Endpoints: strings.Split(*f.etcdServers, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop(), TLS: plane.etcdTLS,
 		// A member that stopped answering (cut off, frozen) is dropped
-		// from the balancer within seconds; etcd allows a ping every 5s.
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		// from the balancer within seconds. etcd refuses pings closer than
+		// 5s apart (GOAWAY too_many_pings), so 10s leaves a margin.
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot connect to etcd: %w", err)
 	}

@@ -154,7 +154,7 @@ func (c *Cluster) etcdClient(endpoints ...string) (*clientv3.Client, error) {
 		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		// As kgate's own client: a member cut off is dropped in seconds,
 		// not after the request's deadline.
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12},
 	})
 	if err != nil {
