@@ -58,6 +58,10 @@ type Read struct {
 	// timeout) and reads then; "Exact" reads the state at exactly
 	// ResourceVersion (storage.ErrCompacted when the node cannot).
 	Match string
+	// Wait, when set, shortens how long the node may wait for
+	// ResourceVersion (never past the client's deadline): a millisecond
+	// asks "have you seen it already?".
+	Wait time.Duration
 }
 
 // Object is one object read.
@@ -162,8 +166,14 @@ func (c *Client) do(ctx context.Context, req *fasthttp.Request, what string) ([]
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	if wait := time.Until(deadline) - waitMargin; wait > 0 {
-		req.URI().QueryArgs().SetUint(wire.ArgWait, int(wait/time.Millisecond))
+	args := req.URI().QueryArgs()
+	wait := time.Until(deadline) - waitMargin
+	if asked := time.Duration(args.GetUintOrZero(wire.ArgWait)) * time.Millisecond; asked > 0 {
+		wait = min(wait, asked)
+	}
+	if wait > 0 {
+		// At least 1ms: 0 would mean the node's own, longer, timeout.
+		args.SetUint(wire.ArgWait, max(1, int(wait/time.Millisecond)))
 	}
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
@@ -215,6 +225,9 @@ func setRead(args *fasthttp.Args, r Read, f Format) {
 	}
 	if r.Match != "" {
 		args.Add(wire.ArgMatch, r.Match)
+	}
+	if r.Wait > 0 {
+		args.SetUint(wire.ArgWait, max(1, int(r.Wait/time.Millisecond)))
 	}
 	if f == Protobuf {
 		args.Add(wire.ArgFormat, wire.FormatProtobuf)

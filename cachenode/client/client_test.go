@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,6 +191,29 @@ func TestNotOlderThanWaits(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("took %v", d)
+	}
+}
+
+// TestReadWaitShortens checks that Read.Wait bounds the node's wait below
+// both the node's own timeout and the client's deadline, and that a wait
+// under a millisecond is not sent as 0 (the node's default).
+func TestReadWaitShortens(t *testing.T) {
+	rng, _ := podsRange(t)
+	f := newFakeRange(t, rng, 1)
+	f.put(podEntry("a", "p1", 2, "web", "Running"))
+	c := serve(t, time.Hour, f)
+	for _, tc := range []struct {
+		wait time.Duration
+		want string
+	}{
+		{wait: time.Millisecond, want: " in 1ms "},
+		{wait: time.Microsecond, want: " in 1ms "},
+		{wait: 3 * time.Millisecond, want: " in 3ms "},
+	} {
+		_, err := c.Get(context.Background(), "pods", "/registry/pods/a/p1", client.Read{ResourceVersion: 50, Match: "NotOlderThan", Wait: tc.wait}, client.JSON)
+		if !errors.Is(err, storage.ErrRevisionTooLarge) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("wait %v: Get = %v, want too large after %q", tc.wait, err, tc.want)
+		}
 	}
 }
 

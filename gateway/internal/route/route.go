@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kgate/kgate/cachenode/client"
 	"github.com/kgate/kgate/cachenode/event"
@@ -155,22 +156,36 @@ func (r *Router) List(ctx context.Context, rangeID string, o client.ListOptions)
 }
 
 // monotonic runs read on the replicas of rangeID in turn. A read of "any"
-// revision asks for one no older than the range's served revision, and
-// passes over a replica that cannot reach it in time; when none can, it
-// reads what the first replica has: an old answer rather than none.
+// revision asks for one no older than the range's served revision: first
+// each replica without waiting (one that is up to date answers at once, and
+// one that is behind is passed over), then the first replica with its full
+// wait. When none gets there, the read is served as the first replica has
+// it (an old answer rather than none), counted, and the range's served
+// revision starts again from what was served.
 func (r *Router) monotonic(ctx context.Context, rangeID string, rd client.Read, read func(client.Read, *client.Client) error) error {
+	try := func(rd client.Read) func(*client.Client) error {
+		return func(c *client.Client) error { return read(rd, c) }
+	}
 	floored := r.floor(rangeID, rd)
 	if floored == rd {
-		return r.each(ctx, rangeID, unavailable, func(c *client.Client) error { return read(rd, c) })
+		return r.each(ctx, rangeID, unavailable, try(rd))
 	}
-	err := r.each(ctx, rangeID, unavailableOrBehind, func(c *client.Client) error { return read(floored, c) })
+	seen := floored
+	seen.Wait = time.Millisecond
+	err := r.each(ctx, rangeID, unavailableOrBehind, try(seen))
 	if errors.Is(err, storage.ErrRevisionTooLarge) && ctx.Err() == nil {
-		if r.metrics != nil {
-			r.metrics.behind.Inc()
-		}
-		return r.each(ctx, rangeID, unavailable, func(c *client.Client) error { return read(rd, c) })
+		err = r.each(ctx, rangeID, unavailable, try(floored))
 	}
-	return err
+	if !errors.Is(err, storage.ErrRevisionTooLarge) || ctx.Err() != nil {
+		return err
+	}
+	if r.metrics != nil {
+		r.metrics.behind.Inc()
+	}
+	if v, ok := r.served.Load(rangeID); ok {
+		v.(*atomic.Int64).Store(0) // read raises it to what it serves
+	}
+	return r.each(ctx, rangeID, unavailable, try(rd))
 }
 
 // floor raises a read of "any" revision to the range's served revision.

@@ -5,6 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +112,48 @@ func TestAnyReadsNeverGoBack(t *testing.T) {
 	l, err := r.List(ctx, "configmaps", client.ListOptions{Prefix: "/registry/configmaps/ns/"})
 	if err != nil || len(l.Items) != 20 {
 		t.Fatalf("resourceVersion=0 List when no replica is new enough = %v, %v; want the 20 objects", l, err)
+	}
+}
+
+// TestAnyReadsPassOverABehindReplica: a replica that has not seen the
+// gateway's served revision is asked once, without waiting, and the read
+// goes to one that has, instead of waiting out the first one's timeout.
+func TestAnyReadsPassOverABehindReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and NATS")
+	}
+	e := newEnv(t)
+	n := e.node(t)
+	type ask struct{ rv, match, wait string }
+	var (
+		mu    sync.Mutex
+		asked []ask
+	)
+	behind := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		q := req.URL.Query()
+		mu.Lock()
+		asked = append(asked, ask{q.Get("rv"), q.Get("match"), q.Get("wait")})
+		mu.Unlock()
+		w.Header().Set("X-Kgate-Error", "toolarge") // the read API's "not there yet"
+		w.WriteHeader(http.StatusGatewayTimeout)
+	}))
+	defer behind.Close()
+	r, err := New(Config{Replicas: Static{strings.TrimPrefix(behind.URL, "http://"), n.Addr()}, Client: client.Config{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rev := e.put(t, "fresh")
+	r.saw("configmaps", rev)
+	obj, err := r.Get(context.Background(), "configmaps", "/registry/configmaps/ns/fresh", client.Read{}, client.JSON)
+	if err != nil || obj.Revision != rev {
+		t.Fatalf("Get = %d, %v; want %d from the replica that is up to date", obj.Revision, err, rev)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []ask{{fmt.Sprint(rev), "NotOlderThan", "1"}}
+	if !reflect.DeepEqual(asked, want) {
+		t.Fatalf("the behind replica was asked %+v, want %+v", asked, want)
 	}
 }
 
