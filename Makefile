@@ -166,10 +166,7 @@ test-docker: images kubectl ## deployment test on Docker: 3 etcd, 3 NATS, 3 cach
 CHAOS_DURATION ?= 10m
 CHAOS_RESULTS ?= $(CURDIR)/deploy/chaos/results
 # The smoke run's faults: one of each kind of thing that can go wrong.
-# Not yet the frozen cache node: after a thaw it serves resourceVersion=0
-# reads older than the gateway served before (issue 17; the router's fix
-# is not on main yet). make chaos runs it.
-CHAOS_SMOKE_FAULTS ?= kill -9 cachenode|kill -9 gateway|kill -9 the etcd leader|NATS route loss
+CHAOS_SMOKE_FAULTS ?= kill -9 cachenode|kill -9 gateway|kill -9 the etcd leader|NATS route loss|frozen cachenode
 CHAOS_ENV = KGATE_CHAOS_TEST=1 KGATE_BIN=$(KGATE) KGATE_IMAGE_TAG=$(IMAGE_TAG) CHAOS_SEED=$(CHAOS_SEED)
 
 .PHONY: chaos chaos-smoke soak

@@ -25,7 +25,7 @@ type verdicts struct {
 	reads                              []time.Time // consistent reads checked
 	lists                              []finding   // consistent LISTs that were not exact snapshots
 	linearizable                       string
-	relists                            []time.Time
+	relists                            []finding // watchers' and informers' lists after the first
 }
 
 // checkWrites holds every acknowledged write against etcd's history:
@@ -83,7 +83,7 @@ func checkWatcher(v *verdicts, w *watcher, writes []watchcheck.Write, from int64
 		if s.Relist {
 			start, _ := parseRev(s.Start)
 			skipped = append(skipped, [2]int64{last, start})
-			v.relists = append(v.relists, s.Began)
+			v.relists = append(v.relists, finding{s.Began, fmt.Sprintf("%s, watch #%d through gateway %d: listed again at %s after its watch could not resume", w.desc(), k, s.Gateway, s.Start)})
 		}
 		if _, err := w.filter.Check(writes, &s.Segment); err != nil {
 			v.other = append(v.other, finding{s.Began, fmt.Sprintf("%s, watch #%d from %s through gateway %d: %v", w.desc(), k, s.Start, s.Gateway, err)})
@@ -190,7 +190,7 @@ func (v *verdicts) window(from, to time.Time, requests []report.Request, stale, 
 	c := report.Checks{
 		Events: count(v.events), Lost: countF(v.lost), Duplicated: countF(v.duplicated), Reordered: countF(v.reordered),
 		Writes: count(v.writes), WritesLost: countF(v.writesLost), WritesTwice: countF(v.writesTwice), FalseConflicts: count(falses),
-		Reads: count(v.reads), StaleReads: count(stale), Relists: count(v.relists),
+		Reads: count(v.reads), StaleReads: count(stale), Relists: countF(v.relists),
 		Linearizable: v.linearizable,
 	}
 	for _, r := range requests {
@@ -207,7 +207,7 @@ func (v *verdicts) window(from, to time.Time, requests []report.Request, stale, 
 // problems lists every violation, oldest first.
 func (v *verdicts) problems() []finding {
 	var out []finding
-	for _, fs := range [][]finding{v.lost, v.duplicated, v.reordered, v.other, v.writesLost, v.writesTwice, v.lists} {
+	for _, fs := range [][]finding{v.lost, v.duplicated, v.reordered, v.other, v.writesLost, v.writesTwice, v.lists, v.relists} {
 		out = append(out, fs...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })

@@ -1,6 +1,6 @@
 // Package chaos runs kgate's fault suite on a Docker cluster
-// (deploy/dockercluster): a seeded workload of writers, readers and
-// watchers runs through every gateway while faults are injected one after
+// (deploy/dockercluster): a seeded workload of writers, readers,
+// watchers and client-go informers runs through every gateway while faults are injected one after
 // another — kill -9 and restart of each role, partitions of one member or
 // of one link, a frozen cache node, NATS route loss, etcd leader loss and
 // a whole-etcd restart, a watcher that stops reading — and the checkers
@@ -9,6 +9,8 @@
 //   - watch: every watcher's events, over all its watch requests, equal
 //     what the acknowledged writes imply from its start — none lost,
 //     duplicated or reordered — and no watcher had to list again;
+//   - informers: none had to list again, and each store ends equal to
+//     etcd's state;
 //   - writes: every acknowledged write is in etcd's history exactly once,
 //     every 409 Conflict was a real conflict;
 //   - reads: consistent GETs are linearizable (porcupine) and consistent

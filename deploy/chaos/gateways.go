@@ -56,10 +56,16 @@ func (g *gateways) watcher(i int) kubernetes.Interface { return g.watchers[i%len
 // ones, as a load balancer does: no byte of the request left the client.
 // It returns the gateway that answered, or the last one tried.
 func (g *gateways) do(first int, call func(kubernetes.Interface) error) (int, error) {
+	return g.doWith(first, g.client, call)
+}
+
+// doWith is do with the clients pick gives (g.client, or g.watcher for
+// requests without a timeout).
+func (g *gateways) doWith(first int, pick func(int) kubernetes.Interface, call func(kubernetes.Interface) error) (int, error) {
 	var err error
 	for k := range g.n() {
 		i := (first + k) % g.n()
-		if err = call(g.client(i)); !errors.Is(err, syscall.ECONNREFUSED) {
+		if err = call(pick(i)); !errors.Is(err, syscall.ECONNREFUSED) {
 			return i, err
 		}
 	}

@@ -22,8 +22,7 @@ type recorder struct {
 	problems []problem
 	stale    []time.Time // resourceVersion=0 reads that went back in time
 	falses   []time.Time // 409s without a conflict
-	relists  []time.Time
-	acked    int64 // the newest acknowledged revision
+	acked    int64       // the newest acknowledged revision
 }
 
 // ack is one acknowledged write as its client was told.
@@ -132,11 +131,4 @@ func (r *recorder) falseConflict(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.falses = append(r.falses, time.Now())
-}
-
-func (r *recorder) relist(format string, args ...any) {
-	r.problem(format, args...)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.relists = append(r.relists, time.Now())
 }

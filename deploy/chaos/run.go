@@ -39,8 +39,9 @@ type Config struct {
 	Hold time.Duration
 	// Faults, when set, keeps only the faults whose name matches.
 	Faults *regexp.Regexp
-	// Writers, Keys (per writer), Readers, Watchers; defaults 2, 6, 2, 6.
-	Writers, Keys, Readers, Watchers int
+	// Writers, Keys (per writer), Readers, Watchers, Informers;
+	// defaults 2, 6, 2, 6, 2.
+	Writers, Keys, Readers, Watchers, Informers int
 	// Results is the directory of the report. Required.
 	Results string
 	// Logger; default discards.
@@ -65,7 +66,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		v        *int
 		def, top int
-	}{{&c.Writers, 2, 9}, {&c.Keys, 6, 100}, {&c.Readers, 2, 50}, {&c.Watchers, 6, 1000}} {
+	}{{&c.Writers, 2, 9}, {&c.Keys, 6, 100}, {&c.Readers, 2, 50}, {&c.Watchers, 6, 1000}, {&c.Informers, 2, 20}} {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
@@ -133,6 +134,11 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 		watchers[i] = &watcher{id: i, gws: gws, rec: rec, ns: s.ns, label: s.label, field: s.field, filter: f, gw: i % gws.n(), through: from}
 		watching.Go(func() { watchers[i].run(watchCtx) })
 	}
+	informers := make([]*informer, cfg.Informers)
+	for i := range informers {
+		informers[i] = newInformer(i, gws, rec)
+		watching.Go(func() { informers[i].run(watchCtx) })
+	}
 	stopAll := func() {
 		stopLoad()
 		load.Wait()
@@ -167,27 +173,34 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	// recovered waits until a write acknowledged after since is seen by
 	// every watcher.
 	recovered := func(since time.Time, skip *watcher, limit time.Duration) error {
-		ctx, cancel := context.WithTimeout(ctx, limit)
-		defer cancel()
-		var last error
-		for {
-			if rev := rec.firstAckAfter(since); rev == 0 {
-				last = errors.New("no write acknowledged yet")
-			} else if last = caughtUp(rev, skip); last == nil {
-				return nil
+		err := poll(ctx, limit, func() error {
+			rev := rec.firstAckAfter(since)
+			if rev == 0 {
+				return errors.New("no write acknowledged yet")
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("not recovered after %v: %w", limit, last)
-			case <-time.After(100 * time.Millisecond):
-			}
+			return caughtUp(rev, skip)
+		})
+		if err != nil {
+			return fmt.Errorf("not recovered %w", err)
 		}
+		return nil
 	}
 	if err := recovered(time.Now(), nil, 3*time.Minute); err != nil {
 		stopAll()
 		return nil, fmt.Errorf("cannot start the workload: %w", err)
 	}
-	log.Info("workload running", "writers", cfg.Writers, "readers", cfg.Readers, "watchers", cfg.Watchers)
+	if err := poll(ctx, 3*time.Minute, func() error {
+		for _, in := range informers {
+			if !in.synced() {
+				return fmt.Errorf("%s not synced", in.desc())
+			}
+		}
+		return nil
+	}); err != nil {
+		stopAll()
+		return nil, fmt.Errorf("cannot start the informers: %w", err)
+	}
+	log.Info("workload running", "writers", cfg.Writers, "readers", cfg.Readers, "watchers", cfg.Watchers, "informers", cfg.Informers)
 
 	var relistOK []int // faults after which watchers may list again
 	fl := &faulter{c: c, rng: rng, slow: watchers[len(watchers)-1].slow, leaderOf: func(ctx context.Context) (int, error) { return etcdLeader(ctx, c, cli) }}
@@ -251,39 +264,61 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	stopLoad()
 	load.Wait()
 	final := rec.ackedRev()
-	endCtx, endCancel := context.WithTimeout(ctx, 2*time.Minute)
-	for {
-		err := caughtUp(final, nil)
-		if err == nil {
-			break
-		}
-		if endCtx.Err() != nil {
-			rec.problem("the end: %v", err)
-			break
-		}
-		select {
-		case <-endCtx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+	// The end: no more writes; every watcher sees every one, and every
+	// informer's store ends as etcd's state.
+	ended := time.Now()
+	if err := poll(ctx, 2*time.Minute, func() error { return caughtUp(final, nil) }); err != nil {
+		rec.problem("the end: %v", err)
 	}
-	endCancel()
+	want := watchcheck.StateAt(hist.Writes(), final)
+	if err := poll(ctx, 2*time.Minute-time.Since(ended), func() error {
+		for _, in := range informers {
+			if d := in.differs(want); d != "" {
+				return errors.New(d)
+			}
+		}
+		return nil
+	}); err != nil {
+		rec.problem("the end: %v", err)
+	}
 	stopWatch()
 	watching.Wait()
 	if err := su.close(); err != nil {
 		rec.problem("etcd's history: %v", err)
 	}
 	run.Ended = time.Now()
-	return finish(cfg, run, rec, hist.Writes(), from, watchers, relistOK)
+	return finish(cfg, run, rec, hist.Writes(), from, watchers, informers, relistOK)
+}
+
+// poll calls check every 100ms until it returns nil, ctx ends or limit
+// passes; then it returns check's last error.
+func poll(ctx context.Context, limit time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, max(limit, 0))
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v: %w", limit.Round(time.Second), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // finish checks what was recorded and writes the report.
-func finish(cfg Config, run *report.Run, rec *recorder, writes []watchcheck.Write, from int64, watchers []*watcher, relistOK []int) (*report.Run, error) {
+func finish(cfg Config, run *report.Run, rec *recorder, writes []watchcheck.Write, from int64, watchers []*watcher, informers []*informer, relistOK []int) (*report.Run, error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	v := &verdicts{}
 	checkWrites(v, writes, rec.acks)
 	for _, w := range watchers {
 		checkWatcher(v, w, writes, from, rec.ackAt)
+	}
+	for _, in := range informers {
+		v.relists = append(v.relists, in.relists()...)
 	}
 	if err := checkReads(v, writes, rec.kv, rec.lists, filepath.Join(cfg.Results, "linearizability.html")); err != nil {
 		rec.problems = append(rec.problems, problem{time.Now(), err.Error()})
@@ -296,13 +331,13 @@ func finish(cfg Config, run *report.Run, rec *recorder, writes []watchcheck.Writ
 		if end.IsZero() {
 			end = f.Healed
 		}
-		var kept []time.Time
+		var kept []finding
 		n := 0
-		for _, t := range v.relists {
-			if !t.Before(f.Injected) && !t.After(end) {
+		for _, r := range v.relists {
+			if !r.At.Before(f.Injected) && !r.At.After(end) {
 				n++
 			} else {
-				kept = append(kept, t)
+				kept = append(kept, r)
 			}
 		}
 		v.relists = kept

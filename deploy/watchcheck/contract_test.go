@@ -250,14 +250,13 @@ func (r *contract) exec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := diffStates(truth, state); diff != "" {
+		if diff := DiffStates(truth, state); diff != "" {
 			fail("%s: store differs from etcd at %d: %s", in.name, etcdRev, diff)
 		}
-		in.lw.mu.Lock()
-		relists := in.lw.listsOK + in.lw.watchListOK - 1
-		expired := append([]informerExpiry(nil), in.lw.expired...)
-		attempts := in.lw.lists + in.lw.watchLists - 1
-		in.lw.mu.Unlock()
+		n := in.lw.Counts()
+		relists := n.ListsOK + n.WatchListsOK - 1
+		expired := in.lw.Expired()
+		attempts := n.Lists + n.WatchLists - 1
 		justified := 0
 		for _, x := range expired {
 			if window := r.windowAt(x.At); x.Seen < window {

@@ -324,9 +324,8 @@ func TestGatewayDrain(t *testing.T) {
 				t.Errorf("%s: a WatchList (relist) after the first sync: %s", in.name, desc)
 			}
 		}
-		in.lw.mu.Lock()
-		lists, watchLists := in.lw.lists, in.lw.watchLists
-		in.lw.mu.Unlock()
+		counts := in.lw.Counts()
+		lists, watchLists := counts.Lists, counts.WatchLists
 		if lists+watchLists != 1 {
 			t.Errorf("%s: %d LISTs and %d WatchLists: it relisted", in.name, lists, watchLists)
 		}
@@ -334,7 +333,7 @@ func TestGatewayDrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := diffStates(truth, state); diff != "" {
+		if diff := DiffStates(truth, state); diff != "" {
 			t.Errorf("%s: store differs from etcd at %d: %s", in.name, etcdRev, diff)
 		}
 		got := logs[i].events(inNS)

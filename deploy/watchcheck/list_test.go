@@ -102,7 +102,7 @@ func TestPaginatedList(t *testing.T) {
 				delete(state, k)
 			}
 		}
-		if diff := diffStates(state, got); diff != "" {
+		if diff := DiffStates(state, got); diff != "" {
 			t.Errorf("%s: %d pages at resourceVersion %d (%d writes meanwhile) differ from etcd at %d: %s", pass.name, pages, rev, during, rev, diff)
 			continue
 		}

@@ -98,7 +98,7 @@ func TestListDuringRebalance(t *testing.T) {
 			if err == nil {
 				var want map[string]*Object
 				if want, _, err = m.ConfigMaps(ctx, "", rev); err == nil {
-					if diff := diffStates(want, got); diff != "" {
+					if diff := DiffStates(want, got); diff != "" {
 						err = fmt.Errorf("differs from etcd at %d: %s", rev, diff)
 					}
 				}

@@ -476,7 +476,7 @@ func untilAdded(n int) func([]Event) bool {
 
 func sameStates(t *testing.T, what string, want, got map[string]*Object) {
 	t.Helper()
-	if diff := diffStates(want, got); diff != "" {
+	if diff := DiffStates(want, got); diff != "" {
 		t.Errorf("%s: %s", what, diff)
 	}
 }

@@ -167,7 +167,7 @@ func (w *writer) record(ctx context.Context, op Op, prev *Object, out *corev1.Co
 	if prev != nil && o.RV == prev.RV {
 		// An update that changes nothing writes nothing, as in
 		// kube-apiserver: the answer is the stored object.
-		if !sameObject(o, prev) {
+		if !SameObject(o, prev) {
 			return fmt.Errorf("update of %s answered its old revision %d with other content: %+v, was %+v", o.Key(), o.RV, o, prev)
 		}
 		return nil
@@ -248,7 +248,7 @@ func (w *writer) verify(ctx context.Context) error {
 			return err
 		}
 		switch {
-		case wr.Cur != nil && (at == nil || !sameObject(at, wr.Cur)):
+		case wr.Cur != nil && (at == nil || !SameObject(at, wr.Cur)):
 			return fmt.Errorf("write %s %s at %d: etcd has %v there", wr.Op, wr.Key(), wr.Rev, at)
 		case wr.Cur == nil && at != nil:
 			return fmt.Errorf("delete of %s at %d: etcd still has %v there", wr.Key(), wr.Rev, at)
@@ -257,7 +257,7 @@ func (w *writer) verify(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if before == nil || !sameObject(before, wr.Prev) {
+			if before == nil || !SameObject(before, wr.Prev) {
 				return fmt.Errorf("delete of %s at %d: etcd had %v before, want %v", wr.Key(), wr.Rev, before, wr.Prev)
 			}
 		}
@@ -269,7 +269,7 @@ func (w *writer) verify(ctx context.Context) error {
 			return err
 		}
 		for k, o := range got {
-			if m := want[k]; m == nil || !sameObject(m, o) {
+			if m := want[k]; m == nil || !SameObject(m, o) {
 				return fmt.Errorf("etcd has %s %+v, the history %+v", k, o, m)
 			}
 		}
@@ -280,8 +280,4 @@ func (w *writer) verify(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func sameObject(a, b *Object) bool {
-	return a.Key() == b.Key() && a.RV == b.RV && a.Data == b.Data && maps.Equal(a.Labels, b.Labels)
 }
