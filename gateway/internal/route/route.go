@@ -155,28 +155,38 @@ func (r *Router) List(ctx context.Context, rangeID string, o client.ListOptions)
 	return out, err
 }
 
-// monotonic runs read on the replicas of rangeID in turn. A read of "any"
-// revision asks for one no older than the range's served revision: first
-// each replica without waiting (one that is up to date answers at once, and
-// one that is behind is passed over), then the first replica with its full
-// wait. When none gets there, the read is served as the first replica has
-// it (an old answer rather than none), counted, and the range's served
-// revision starts again from what was served.
+// monotonic runs read on the replicas of rangeID in turn. A read that
+// waits for a revision — a consistent one, or one of "any" revision
+// raised to the range's served revision — asks the first replica with a
+// short wait (replication lag is milliseconds), then each of the others
+// whether it has the revision already, and only then gives the first its
+// full wait: a replica that is behind (frozen, cut off from NATS) is
+// passed over for one that is up to date. When none gets there, a read of
+// "any" revision is served as the first replica has it (an old answer
+// rather than none), counted, and the range's served revision starts
+// again from what was served.
 func (r *Router) monotonic(ctx context.Context, rangeID string, rd client.Read, read func(client.Read, *client.Client) error) error {
 	try := func(rd client.Read) func(*client.Client) error {
 		return func(c *client.Client) error { return read(rd, c) }
 	}
 	floored := r.floor(rangeID, rd)
-	if floored == rd {
+	if floored.ResourceVersion == 0 || floored.Match == exact {
 		return r.each(ctx, rangeID, unavailable, try(rd))
 	}
-	seen := floored
-	seen.Wait = time.Millisecond
-	err := r.each(ctx, rangeID, unavailableOrBehind, try(seen))
+	first, seen := floored, floored
+	first.Wait, seen.Wait = catchUpWait, time.Millisecond
+	asked := 0
+	err := r.each(ctx, rangeID, unavailableOrBehind, func(c *client.Client) error {
+		asked++
+		if asked == 1 {
+			return read(first, c)
+		}
+		return read(seen, c)
+	})
 	if errors.Is(err, storage.ErrRevisionTooLarge) && ctx.Err() == nil {
 		err = r.each(ctx, rangeID, unavailable, try(floored))
 	}
-	if !errors.Is(err, storage.ErrRevisionTooLarge) || ctx.Err() != nil {
+	if floored == rd || !errors.Is(err, storage.ErrRevisionTooLarge) || ctx.Err() != nil {
 		return err
 	}
 	if r.metrics != nil {
@@ -187,6 +197,12 @@ func (r *Router) monotonic(ctx context.Context, rangeID string, rd client.Read, 
 	}
 	return r.each(ctx, rangeID, unavailable, try(rd))
 }
+
+// catchUpWait is how long the first replica is given to reach a revision
+// before the others are asked whether they have it.
+const catchUpWait = 50 * time.Millisecond
+
+const exact = "Exact"
 
 // floor raises a read of "any" revision to the range's served revision.
 func (r *Router) floor(rangeID string, rd client.Read) client.Read {

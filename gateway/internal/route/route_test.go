@@ -2,12 +2,14 @@ package route
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -115,10 +117,12 @@ func TestAnyReadsNeverGoBack(t *testing.T) {
 	}
 }
 
-// TestAnyReadsPassOverABehindReplica: a replica that has not seen the
-// gateway's served revision is asked once, without waiting, and the read
-// goes to one that has, instead of waiting out the first one's timeout.
-func TestAnyReadsPassOverABehindReplica(t *testing.T) {
+// TestReadsPassOverABehindReplica: a replica that has not seen the
+// revision a read waits for — a consistent read's, or the gateway's served
+// revision for a resourceVersion=0 read — is asked once, with a short
+// wait, and the read goes to one that has it instead of waiting out the
+// first one's timeout.
+func TestReadsPassOverABehindReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and NATS")
 	}
@@ -143,17 +147,77 @@ func TestAnyReadsPassOverABehindReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	rev := e.put(t, "fresh")
-	r.saw("configmaps", rev)
-	obj, err := r.Get(context.Background(), "configmaps", "/registry/configmaps/ns/fresh", client.Read{}, client.JSON)
-	if err != nil || obj.Revision != rev {
-		t.Fatalf("Get = %d, %v; want %d from the replica that is up to date", obj.Revision, err, rev)
+	direct, err := client.New(client.Config{Addr: n.Addr(), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	for _, tc := range []struct {
+		name       string
+		consistent bool
+	}{{"resourceVersion=0", false}, {"consistent", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "fresh-" + fmt.Sprint(tc.consistent)
+			rev := e.put(t, name)
+			rd := client.Read{ResourceVersion: rev, Match: "NotOlderThan"}
+			// The node is up to date before the read starts.
+			if _, err := direct.Get(context.Background(), "configmaps", "/registry/configmaps/ns/"+name, rd, client.JSON); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.consistent {
+				r.saw("configmaps", rev)
+				rd = client.Read{}
+			}
+			mu.Lock()
+			asked = nil
+			mu.Unlock()
+			obj, err := r.Get(context.Background(), "configmaps", "/registry/configmaps/ns/"+name, rd, client.JSON)
+			if err != nil || obj.Revision != rev {
+				t.Fatalf("Get = %d, %v; want %d from the replica that is up to date", obj.Revision, err, rev)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []ask{{fmt.Sprint(rev), "NotOlderThan", fmt.Sprint(catchUpWait.Milliseconds())}}
+			if !reflect.DeepEqual(asked, want) {
+				t.Fatalf("the behind replica was asked %+v, want %+v", asked, want)
+			}
+		})
+	}
+}
+
+// TestConsistentReadWaitsOnALoneReplica: with one replica, a read whose
+// revision it has not reached after the short wait gets its full wait.
+func TestConsistentReadWaitsOnALoneReplica(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		waits []int
+	)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		wait, _ := strconv.Atoi(req.URL.Query().Get("wait"))
+		mu.Lock()
+		waits = append(waits, wait)
+		mu.Unlock()
+		if wait < 1000 { // reaches the revision in a second
+			w.Header().Set("X-Kgate-Error", "toolarge")
+			w.WriteHeader(http.StatusGatewayTimeout)
+			return
+		}
+		w.Write(append(binary.AppendUvarint(nil, 9), "{}"...)) // revision 9
+	}))
+	defer slow.Close()
+	r, err := New(Config{Replicas: Static{strings.TrimPrefix(slow.URL, "http://")}, Client: client.Config{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	obj, err := r.Get(context.Background(), "configmaps", "/registry/configmaps/ns/a", client.Read{ResourceVersion: 9, Match: "NotOlderThan"}, client.JSON)
+	if err != nil || obj.Revision != 9 {
+		t.Fatalf("Get = %+v, %v", obj, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []ask{{fmt.Sprint(rev), "NotOlderThan", "1"}}
-	if !reflect.DeepEqual(asked, want) {
-		t.Fatalf("the behind replica was asked %+v, want %+v", asked, want)
+	if len(waits) != 2 || waits[0] != int(catchUpWait.Milliseconds()) || waits[1] < 1000 {
+		t.Fatalf("the replica was asked with waits %v (ms), want %d then its full wait", waits, catchUpWait.Milliseconds())
 	}
 }
 
