@@ -22,7 +22,9 @@ type Config struct {
 	NATS *nats.Conn // required
 	// Expire drops a node not heard from for this long; default 3s, three
 	// intervals of a default Publisher. Keep it at least twice the
-	// publishers' Interval.
+	// publishers' Interval. While the directory's own NATS link does not
+	// answer a ping, no node is dropped, and the nodes have Expire from
+	// the link's return to be heard again.
 	Expire time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -38,8 +40,11 @@ type Directory struct {
 	metrics *metrics
 	changes chan struct{}
 
-	mu    sync.Mutex             // guards nodes and the rebuilding of ready
+	mu    sync.Mutex             // guards nodes, deafAt and the rebuilding of ready
 	nodes map[string]*NodeStatus // by node name
+	// deafAt is when the directory last found its own NATS link silent:
+	// nodes are silent only counting from then.
+	deafAt time.Time
 	// ready holds, per range id, its ready replicas best first. Replaced
 	// on every update, read without the lock; maps and slices handed out
 	// are never modified.
@@ -95,6 +100,7 @@ func (d *Directory) Run(ctx context.Context) error {
 
 	sweep := time.NewTicker(max(d.cfg.Expire/4, 10*time.Millisecond))
 	defer sweep.Stop()
+	deaf := false // the last sweep found the NATS link silent
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,9 +108,62 @@ func (d *Directory) Run(ctx context.Context) error {
 		case m := <-msgs:
 			d.receive(m.Subject, m.Data, time.Now())
 		case now := <-sweep.C:
-			d.expire(now)
+			if !d.overdue(now) {
+				continue
+			}
+			// Before dropping a node not heard from, make sure the
+			// silence is not the directory's own: a gateway cut off from
+			// its NATS server hears no node, yet they still serve, and
+			// dropping them all would refuse every read.
+			if err := d.cfg.NATS.FlushTimeout(max(d.cfg.Expire/4, 10*time.Millisecond)); err != nil {
+				d.deaf(now, err)
+				deaf = true
+				continue
+			}
+			if deaf {
+				deaf = false
+				d.log.Info("NATS link answers again")
+				if err := d.cfg.NATS.Publish(ProbeSubject, nil); err != nil {
+					d.log.Debug("cannot probe publishers", "err", err)
+				}
+			}
+			d.expire(time.Now())
 		}
 	}
+}
+
+// deaf records that the NATS link did not answer at now.
+func (d *Directory) deaf(now time.Time, err error) {
+	d.metrics.deafSweep()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.deafAt.IsZero() || now.Sub(d.deafAt) > d.cfg.Expire {
+		d.log.Warn("NATS link silent: keeping the nodes last heard", "err", err, "nodes", len(d.nodes))
+	}
+	d.deafAt = now
+}
+
+// silentLocked reports whether st has not been heard from for Expire at now,
+// counting from the last time the directory's own link was found silent.
+// The caller holds d.mu.
+func (d *Directory) silentLocked(st *NodeStatus, now time.Time) bool {
+	from := st.Heard
+	if d.deafAt.After(from) {
+		from = d.deafAt
+	}
+	return now.Sub(from) > d.cfg.Expire
+}
+
+// overdue reports whether a node is silent at now.
+func (d *Directory) overdue(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, st := range d.nodes {
+		if d.silentLocked(st, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // receive applies one status message heard on subject. A message is
@@ -159,7 +218,7 @@ func (d *Directory) expire(now time.Time) {
 	defer d.mu.Unlock()
 	changed := false
 	for name, st := range d.nodes {
-		if now.Sub(st.Heard) > d.cfg.Expire {
+		if d.silentLocked(st, now) {
 			delete(d.nodes, name)
 			changed = true
 			d.log.Info("node expired", "node", name, "silent_for", now.Sub(st.Heard))

@@ -3,8 +3,10 @@ package directory
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -231,6 +233,64 @@ func TestTwoPublishers(t *testing.T) {
 	}
 }
 
+// TestDeafDirectoryKeepsNodes: when the directory's own NATS link is
+// down, the silence is its own: the nodes it last heard stay until the
+// link is back and they have had Expire to be heard again; then a node
+// that stays silent is dropped as usual.
+func TestDeafDirectoryKeepsNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts NATS: skipped under -short")
+	}
+	srv, err := natsembed.Start(natsembed.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := srv
+	t.Cleanup(func() { first.Close() })
+	e := &env{t: t, url: srv.ClientURL()}
+	var a source
+	a.set(RangeStatus{ID: "leases", Ready: true, Seen: 7})
+	pa, nca := e.publisher("a", 50*time.Millisecond, &a)
+	reg := prometheus.NewRegistry()
+	d := e.directory(300*time.Millisecond, reg)
+	storagetest.Eventually(t, 2*time.Second, "the directory's nodes", nodesAre(d, "a"))
+
+	srv.Close() // every link is down: the directory hears no one
+	storagetest.Eventually(t, 10*time.Second, "sweeps that found the link silent", func() error {
+		if n := plainCounter(t, reg, "kgate_directory_deaf_sweeps_total"); n < 3 {
+			return fmt.Errorf("%v deaf sweeps", n)
+		}
+		return nil
+	})
+	if err := nodesAre(d, "a")(); err != nil {
+		t.Fatalf("while the directory's link was down: %v", err)
+	}
+
+	if srv, err = natsembed.Start(natsembed.Config{Port: port}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	a.set(RangeStatus{ID: "leases", Ready: true, Seen: 8})
+	storagetest.Eventually(t, 10*time.Second, "a heard again", func() error {
+		if n := d.Nodes(); len(n) != 1 || n[0].Ranges[0].Seen != 8 {
+			return fmt.Errorf("nodes %+v", n)
+		}
+		return nil
+	})
+
+	nca.Close() // a dies; the directory's link is fine: a is dropped
+	pa.stop(t)
+	storagetest.Eventually(t, 3*time.Second, "the directory's nodes", nodesAre(d))
+}
+
 func TestProbeOnStart(t *testing.T) {
 	e := newEnv(t)
 	var a source
@@ -297,6 +357,21 @@ func TestMalformedIgnored(t *testing.T) {
 }
 
 // counter reads a counter with label reason from reg.
+// plainCounter reads a counter without labels from reg.
+func plainCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
 func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

@@ -8,7 +8,10 @@ import "github.com/prometheus/client_golang/prometheus"
 //	kgate_directory_range_replicas{range}: ready replicas of each range
 //	kgate_directory_ignored_messages_total{reason}: status messages
 //	  ignored, "malformed" or sent on a "subject" not the node's own
+//	kgate_directory_deaf_sweeps_total: sweeps that kept silent nodes
+//	  because the directory's own NATS link did not answer
 type metrics struct {
+	deaf     prometheus.Counter     // nil: not registered
 	ignored  *prometheus.CounterVec // nil: not registered
 	nodes    prometheus.Gauge       // nil: not registered
 	replicas *prometheus.GaugeVec   // nil: not registered
@@ -29,9 +32,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ignored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kgate_directory_ignored_messages_total", Help: "Status messages ignored: malformed, or sent on another node's subject.",
 		}, []string{"reason"}),
+		deaf: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kgate_directory_deaf_sweeps_total", Help: "Sweeps that kept nodes not heard from because the directory's own NATS link did not answer.",
+		}),
 		ranges: map[string]bool{},
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.replicas, m.ignored} {
+	for _, c := range []prometheus.Collector{m.nodes, m.replicas, m.ignored, m.deaf} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -59,5 +65,12 @@ func (m *metrics) set(nodes int, ready map[string][]Replica) {
 func (m *metrics) ignore(reason string) {
 	if m.ignored != nil {
 		m.ignored.WithLabelValues(reason).Inc()
+	}
+}
+
+// deafSweep counts a sweep that kept silent nodes.
+func (m *metrics) deafSweep() {
+	if m.deaf != nil {
+		m.deaf.Inc()
 	}
 }
