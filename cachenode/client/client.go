@@ -172,8 +172,7 @@ func (c *Client) do(ctx context.Context, req *fasthttp.Request, what string) ([]
 		wait = min(wait, asked)
 	}
 	if wait > 0 {
-		// At least 1ms: 0 would mean the node's own, longer, timeout.
-		args.SetUint(wire.ArgWait, max(1, int(wait/time.Millisecond)))
+		setWait(args, wait)
 	}
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
@@ -219,6 +218,12 @@ func (c *Client) request(path, rangeID string) *fasthttp.Request {
 	return req
 }
 
+// setWait asks the node to wait at most d, in whole milliseconds but at
+// least one: 0 would mean the node's own, longer, timeout.
+func setWait(args *fasthttp.Args, d time.Duration) {
+	args.SetUint(wire.ArgWait, max(1, int(d/time.Millisecond)))
+}
+
 func setRead(args *fasthttp.Args, r Read, f Format) {
 	if r.ResourceVersion != 0 {
 		args.Add(wire.ArgRV, strconv.FormatInt(r.ResourceVersion, 10))
@@ -227,7 +232,7 @@ func setRead(args *fasthttp.Args, r Read, f Format) {
 		args.Add(wire.ArgMatch, r.Match)
 	}
 	if r.Wait > 0 {
-		args.SetUint(wire.ArgWait, max(1, int(r.Wait/time.Millisecond)))
+		setWait(args, r.Wait)
 	}
 	if f == Protobuf {
 		args.Add(wire.ArgFormat, wire.FormatProtobuf)

@@ -68,9 +68,9 @@ func (in *informer) synced() bool { return in.inf.HasSynced() }
 // relists are the syncs after the first, as findings.
 func (in *informer) relists() []finding {
 	var out []finding
-	syncs := in.lw.Syncs()
+	syncs, watches, expired := in.lw.Syncs(), in.lw.Counts().Watches, len(in.lw.Expired())
 	for k := 1; k < len(syncs); k++ {
-		out = append(out, finding{syncs[k], fmt.Sprintf("%s listed again (sync #%d; its watches: %d, 410s: %d)", in.desc(), k+1, in.lw.Counts().Watches, len(in.lw.Expired()))})
+		out = append(out, finding{syncs[k], fmt.Sprintf("%s listed again (sync #%d; its watches: %d, 410s: %d)", in.desc(), k+1, watches, expired)})
 	}
 	return out
 }
