@@ -10,10 +10,10 @@
 //
 // It must run in one member of the tier at a time
 // (gateway/internal/controllers); every write is a compare-and-swap on
-// the APIService's resourceVersion. It follows the registry (built-ins
-// and established CRDs) through Registry.Changed and the stored
-// APIServices through an etcd watch on their prefix; each change
-// triggers a pass over all of them (APIServices are few).
+// the APIService's resourceVersion. It follows (gateway/internal/follow)
+// the registry (built-ins and established CRDs) through Registry.Changed
+// and the stored APIServices through an etcd watch on their prefix; each
+// change triggers a pass over all of them (APIServices are few).
 package autoregister
 
 import (
@@ -32,6 +32,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 
+	"github.com/kgate/kgate/gateway/internal/follow"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -88,68 +89,21 @@ func New(cfg Config) (*Controller, error) {
 	return &Controller{cfg: cfg, res: res, log: cfg.Logger.With("controller", "apiservice-autoregister")}, nil
 }
 
-// Run keeps the local APIServices until ctx ends. The "onstart" ones are
-// brought to their desired spec once per Run, as upstream does once per
-// kube-apiserver start: here once each time this member starts leading.
+// Run keeps the local APIServices until ctx ends: a pass, then another
+// after each registry change or batch of APIService changes. The
+// "onstart" ones are brought to their desired spec once per Run, as
+// upstream does once per kube-apiserver start: here once each time this
+// member starts leading.
 func (c *Controller) Run(ctx context.Context) {
 	synced := map[string]bool{}
-	for ctx.Err() == nil {
-		err := c.follow(ctx, synced)
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Warn("APIService autoregister pass failed, starting again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(c.cfg.Backoff):
-		}
-	}
-}
-
-// follow syncs, then again after each registry change or batch of
-// APIService changes, until ctx ends or something fails.
-func (c *Controller) follow(ctx context.Context, synced map[string]bool) error {
-	changed := c.cfg.Registry.Changed()
-	rev, err := c.sync(ctx, synced)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := c.cfg.Etcd.Watch(wctx, c.res.ListPrefix(""), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-			changed = c.cfg.Registry.Changed()
-		case resp, ok := <-wch:
-			if !ok {
-				return errors.New("cannot watch APIServices: the watch ended")
-			}
-			if err := resp.Err(); err != nil {
-				return fmt.Errorf("cannot watch APIServices: %w", err)
-			}
-			if len(resp.Events) == 0 {
-				continue
-			}
-		}
-		// Take what else is waiting, then one pass for all of it.
-		for drained := false; !drained; {
-			select {
-			case more, ok := <-wch:
-				if !ok || more.Err() != nil {
-					drained = true
-				}
-			default:
-				drained = true
-			}
-		}
-		if _, err := c.sync(ctx, synced); err != nil {
-			return err
-		}
-	}
+	follow.Run(ctx, follow.Config{
+		Name: "APIService autoregister", Etcd: c.cfg.Etcd, Backoff: c.cfg.Backoff, Logger: c.log,
+		Prefixes: []follow.Prefix{{Key: c.res.ListPrefix("")}},
+		Changed:  c.cfg.Registry.Changed,
+	}, func(ctx context.Context) (int64, time.Duration, error) {
+		rev, err := c.sync(ctx, synced)
+		return rev, 0, err
+	})
 }
 
 // Sync makes one pass with nothing synced before (a fresh start) and
@@ -277,25 +231,15 @@ func managed(s *apiregistrationv1.APIService) bool {
 
 // list reads every APIService at one revision.
 func (c *Controller) list(ctx context.Context) (map[string]*apiregistrationv1.APIService, int64, error) {
-	out := map[string]*apiregistrationv1.APIService{}
-	opts := storage.ListOptions{Limit: 500}
-	for {
-		page, err := c.cfg.Store.List(ctx, c.res, "", opts)
-		if err != nil {
-			return nil, 0, fmt.Errorf("cannot list APIServices: %w", err)
-		}
-		for _, obj := range page.Items {
-			s, ok := obj.(*apiregistrationv1.APIService)
-			if !ok {
-				return nil, 0, fmt.Errorf("cannot list APIServices: stored as %T", obj)
-			}
-			out[s.Name] = s
-		}
-		if page.Last == "" {
-			return out, page.Revision, nil
-		}
-		opts.Revision, opts.After = page.Revision, page.Last
+	all, rev, err := storage.ListAll[*apiregistrationv1.APIService](ctx, c.cfg.Store, c.res, "")
+	if err != nil {
+		return nil, 0, err
 	}
+	out := make(map[string]*apiregistrationv1.APIService, len(all))
+	for _, s := range all {
+		out[s.Name] = s
+	}
+	return out, rev, nil
 }
 
 // create stores a desired APIService; one created meanwhile is no error.

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kgate/kgate/gateway/internal/follow"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -89,62 +90,16 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// Run keeps the CRDs' status until ctx ends.
+// Run keeps the CRDs' status until ctx ends: a pass over every CRD,
+// then another after each batch of changes etcd's watch reports.
 func (c *Controller) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := c.follow(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.log.Warn("CRD controller pass failed, starting again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(c.cfg.Backoff):
-		}
-	}
-}
-
-// follow syncs every CRD, then again after each batch of changes the
-// watch reports, until ctx ends or something fails.
-func (c *Controller) follow(ctx context.Context) error {
-	rev, err := c.Sync(ctx)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := c.cfg.Etcd.Watch(wctx, c.res.ListPrefix(""), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case resp, ok := <-wch:
-			if !ok {
-				return errors.New("cannot watch CRDs: the watch ended")
-			}
-			if err := resp.Err(); err != nil {
-				return fmt.Errorf("cannot watch CRDs: %w", err)
-			}
-			if len(resp.Events) == 0 {
-				continue
-			}
-			// Take what else is waiting, then one pass for all of it.
-			for drained := false; !drained; {
-				select {
-				case more, ok := <-wch:
-					if !ok || more.Err() != nil {
-						drained = true
-					}
-				default:
-					drained = true
-				}
-			}
-			if _, err := c.Sync(ctx); err != nil {
-				return err
-			}
-		}
-	}
+	follow.Run(ctx, follow.Config{
+		Name: "CRD controller", Etcd: c.cfg.Etcd, Backoff: c.cfg.Backoff, Logger: c.log,
+		Prefixes: []follow.Prefix{{Key: c.res.ListPrefix("")}},
+	}, func(ctx context.Context) (int64, time.Duration, error) {
+		rev, err := c.Sync(ctx)
+		return rev, 0, err
+	})
 }
 
 // Sync reads every CRD and brings each one's status up to date, the
@@ -179,25 +134,7 @@ func (c *Controller) Sync(ctx context.Context) (int64, error) {
 
 // list reads every CRD at one revision.
 func (c *Controller) list(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, int64, error) {
-	var out []*apiextensionsv1.CustomResourceDefinition
-	opts := storage.ListOptions{Limit: 500}
-	for {
-		page, err := c.cfg.Store.List(ctx, c.res, "", opts)
-		if err != nil {
-			return nil, 0, fmt.Errorf("cannot list CRDs: %w", err)
-		}
-		for _, obj := range page.Items {
-			crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
-			if !ok {
-				return nil, 0, fmt.Errorf("cannot list CRDs: stored as %T", obj)
-			}
-			out = append(out, crd)
-		}
-		if page.Last == "" {
-			return out, page.Revision, nil
-		}
-		opts.Revision, opts.After = page.Revision, page.Last
-	}
+	return storage.ListAll[*apiextensionsv1.CustomResourceDefinition](ctx, c.cfg.Store, c.res, "")
 }
 
 // sync brings one CRD's status up to date and returns it as written, or
