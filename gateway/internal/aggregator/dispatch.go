@@ -41,6 +41,26 @@ type Config struct {
 	MaxSession time.Duration
 }
 
+// Resolver is the Resolver of these settings over the store.
+func (c Config) Resolver(reg *registry.Registry, store objectStore) *Resolver {
+	return &Resolver{Registry: reg, Store: store, AggregatorRouting: c.EnableAggregatorRouting, AllowLoopback: c.AllowLoopback}
+}
+
+// ProxyClientCert reads the front-proxy client certificate and key
+// (PEM); none when no files are set.
+func (c Config) ProxyClientCert() (cert, key []byte, err error) {
+	if c.ProxyClientCertFile == "" {
+		return nil, nil, nil
+	}
+	if cert, err = os.ReadFile(c.ProxyClientCertFile); err != nil {
+		return nil, nil, fmt.Errorf("cannot read the proxy client certificate: %w", err)
+	}
+	if key, err = os.ReadFile(c.ProxyClientKeyFile); err != nil {
+		return nil, nil, fmt.Errorf("cannot read the proxy client key: %w", err)
+	}
+	return cert, key, nil
+}
+
 // Deps are what the dispatch runs on.
 type Deps struct {
 	Registry *registry.Registry
@@ -69,18 +89,10 @@ func NewDispatch(base context.Context, cfg Config, d Deps) (*Dispatch, error) {
 		return nil, errors.New("cannot make aggregator: --proxy-client-cert-file and --proxy-client-key-file go together")
 	}
 	services := &Services{Store: d.Services}
-	p := &Proxy{
-		Services: services,
-		Resolver: &Resolver{Registry: d.Registry, Store: d.Store, AggregatorRouting: cfg.EnableAggregatorRouting, AllowLoopback: cfg.AllowLoopback},
-	}
-	if cfg.ProxyClientCertFile != "" {
-		var err error
-		if p.CertPEM, err = os.ReadFile(cfg.ProxyClientCertFile); err != nil {
-			return nil, fmt.Errorf("cannot read the proxy client certificate: %w", err)
-		}
-		if p.KeyPEM, err = os.ReadFile(cfg.ProxyClientKeyFile); err != nil {
-			return nil, fmt.Errorf("cannot read the proxy client key: %w", err)
-		}
+	p := &Proxy{Services: services, Resolver: cfg.Resolver(d.Registry, d.Store)}
+	var err error
+	if p.CertPEM, p.KeyPEM, err = cfg.ProxyClientCert(); err != nil {
+		return nil, err
 	}
 	return &Dispatch{
 		proxy: p, services: services,

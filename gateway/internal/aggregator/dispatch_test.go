@@ -84,7 +84,7 @@ func TestDispatch(t *testing.T) {
 	_, port, _ := net.SplitHostPort(x.backend.Listener.Addr().String())
 	api := &apiregistrationv1.APIService{
 		ObjectMeta: metav1.ObjectMeta{Name: "v1.example.com", ResourceVersion: "1"},
-		Spec: apiregistrationv1.APIServiceSpec{Group: "example.com", Version: "v1", CABundle: x.serving.pem,
+		Spec: apiregistrationv1.APIServiceSpec{Group: "example.com", Version: "v1", CABundle: x.serving.PEM,
 			Service: &apiregistrationv1.ServiceReference{Namespace: "ext", Name: "api"}},
 		Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{{Type: apiregistrationv1.Available, Status: apiregistrationv1.ConditionTrue}}},
 	}

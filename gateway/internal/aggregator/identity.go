@@ -6,13 +6,13 @@
 // allowed), how they get there (Transport: TLS verified with caBundle,
 // the front-proxy client certificate, client-go's transport) and what
 // they carry (Outbound: the client's headers without its credentials,
-// the user in X-Remote-*), and Proxy, upstream's proxy handler as a
+// the user in X-Remote-*), Proxy, upstream's proxy handler as a
 // net/http handler putting them together (503 while not Available or
 // unresolvable, upgrades and streams spliced by apimachinery's
-// UpgradeAwareHandler, errors as metav1.Status). Not built yet: the
-// gateway's dispatch to Proxy on the hijacked connection (as
-// kubeletproxy serves its handlers), the APIService feed it reads, the
-// availability checker and the discovery merge (issue 16 parts 2 to 4).
+// UpgradeAwareHandler, errors as metav1.Status), and Dispatch, the
+// gateway's step that serves those requests with Proxy on the hijacked
+// connection, over a feed of APIServices. The Available condition it
+// reads is gateway/internal/availability's.
 package aggregator
 
 import (

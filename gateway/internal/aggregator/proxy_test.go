@@ -23,6 +23,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kgate/kgate/gateway/internal/aggregator/aggregatortest"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -42,7 +43,7 @@ func (m apiServiceMap) Get(name string) (*apiregistrationv1.APIService, bool) {
 // what it saw (client certificate CN, path, headers) and streams the
 // lines sent on next to a watch; store resolves Service ext/api to it.
 type extension struct {
-	serving               *testCA
+	serving               *aggregatortest.CA
 	clientCert, clientKey []byte
 	next                  chan string
 	stop                  func() // ends the watches
@@ -53,15 +54,15 @@ type extension struct {
 
 func startExtension(t *testing.T) *extension {
 	t.Helper()
-	serving, front := newTestCA(t, "serving-ca"), newTestCA(t, "front-proxy-ca")
-	serverCert, serverKey := serving.issue(t, "api", "api.ext.svc")
-	clientCert, clientKey := front.issue(t, "front-proxy-client")
+	serving, front := aggregatortest.NewCA(t, "serving-ca"), aggregatortest.NewCA(t, "front-proxy-ca")
+	serverCert, serverKey := serving.Issue(t, "api", "api.ext.svc")
+	clientCert, clientKey := front.Issue(t, "front-proxy-client")
 	pair, err := tls.X509KeyPair(serverCert, serverKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clientCAs := x509.NewCertPool()
-	clientCAs.AppendCertsFromPEM(front.pem)
+	clientCAs.AppendCertsFromPEM(front.PEM)
 	next := make(chan string)
 	var closeNext sync.Once
 	stop := func() { closeNext.Do(func() { close(next) }) }
@@ -119,7 +120,7 @@ func TestProxy(t *testing.T) {
 		}
 		return &apiregistrationv1.APIService{
 			ObjectMeta: metav1.ObjectMeta{Name: "v1.example.com", ResourceVersion: "1"},
-			Spec: apiregistrationv1.APIServiceSpec{Group: "example.com", Version: "v1", CABundle: serving.pem,
+			Spec: apiregistrationv1.APIServiceSpec{Group: "example.com", Version: "v1", CABundle: serving.PEM,
 				Service: &apiregistrationv1.ServiceReference{Namespace: "ext", Name: "api"}},
 			Status: apiregistrationv1.APIServiceStatus{Conditions: []apiregistrationv1.APIServiceCondition{{Type: apiregistrationv1.Available, Status: st}}},
 		}

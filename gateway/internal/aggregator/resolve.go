@@ -85,6 +85,17 @@ func (r *Resolver) Resolve(ctx context.Context, ref *apiregistrationv1.ServiceRe
 	return u, nil
 }
 
+// Service reads the Service ns/name; a missing one is a NotFound
+// (apierrors.IsNotFound).
+func (r *Resolver) Service(ctx context.Context, ns, name string) (*corev1.Service, error) {
+	return serviceGetter{ctx: ctx, r: r, ns: ns}.Get(name)
+}
+
+// EndpointSlices reads the EndpointSlices of the Service ns/name.
+func (r *Resolver) EndpointSlices(ctx context.Context, ns, name string) ([]*discoveryv1.EndpointSlice, error) {
+	return sliceGetter{ctx: ctx, r: r}.GetEndpointSlices(ns, name)
+}
+
 // allowed says whether the proxy may dial ip.
 func (r *Resolver) allowed(ip net.IP) bool {
 	if ip.IsGlobalUnicast() {

@@ -10,21 +10,23 @@ import (
 	"testing"
 
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+
+	"github.com/kgate/kgate/gateway/internal/aggregator/aggregatortest"
 )
 
 // TestTransport: the backend's certificate is verified with caBundle for
 // the name <service>.<namespace>.svc (or not at all when insecure), and
 // the backend sees the front-proxy client certificate.
 func TestTransport(t *testing.T) {
-	serving, other, front := newTestCA(t, "serving-ca"), newTestCA(t, "other-ca"), newTestCA(t, "front-proxy-ca")
-	serverCert, serverKey := serving.issue(t, "api", "api.ext.svc")
-	clientCert, clientKey := front.issue(t, "front-proxy-client")
+	serving, other, front := aggregatortest.NewCA(t, "serving-ca"), aggregatortest.NewCA(t, "other-ca"), aggregatortest.NewCA(t, "front-proxy-ca")
+	serverCert, serverKey := serving.Issue(t, "api", "api.ext.svc")
+	clientCert, clientKey := front.Issue(t, "front-proxy-client")
 	pair, err := tls.X509KeyPair(serverCert, serverKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clientCAs := x509.NewCertPool()
-	clientCAs.AppendCertsFromPEM(front.pem)
+	clientCAs.AppendCertsFromPEM(front.PEM)
 	seen := make(chan string, 8)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.TLS.PeerCertificates) > 0 {
@@ -70,9 +72,9 @@ func TestTransport(t *testing.T) {
 	}
 	svc := &apiregistrationv1.ServiceReference{Namespace: "ext", Name: "api"}
 	wrongName := &apiregistrationv1.ServiceReference{Namespace: "ext", Name: "other"}
-	f("caBundle", apiregistrationv1.APIServiceSpec{Service: svc, CABundle: serving.pem}, clientCert, true)
-	f("another CA", apiregistrationv1.APIServiceSpec{Service: svc, CABundle: other.pem}, clientCert, false)
-	f("another service name", apiregistrationv1.APIServiceSpec{Service: wrongName, CABundle: serving.pem}, clientCert, false)
+	f("caBundle", apiregistrationv1.APIServiceSpec{Service: svc, CABundle: serving.PEM}, clientCert, true)
+	f("another CA", apiregistrationv1.APIServiceSpec{Service: svc, CABundle: other.PEM}, clientCert, false)
+	f("another service name", apiregistrationv1.APIServiceSpec{Service: wrongName, CABundle: serving.PEM}, clientCert, false)
 	f("insecure", apiregistrationv1.APIServiceSpec{Service: svc, InsecureSkipTLSVerify: true}, clientCert, true)
 	if _, err := Transport(&apiregistrationv1.APIService{}, clientCert, clientKey, dial); err == nil {
 		t.Error("a transport for a local APIService")

@@ -218,7 +218,7 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	if err := s.newAggregator(cfg, d); err != nil {
 		return nil, err
 	}
-	if s.Controllers, err = controllers.New(controllers.Config{Self: s.Self, AuthTrust: authTrust(cfg.Auth)}, controllers.Deps{
+	if s.Controllers, err = controllers.New(controllers.Config{Self: s.Self, AuthTrust: authTrust(cfg.Auth), Aggregator: cfg.Aggregator}, controllers.Deps{
 		Backend: b, Semantics: s.Semantics, Logger: d.Logger, Metrics: d.Metrics,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)

@@ -7,8 +7,9 @@
 // apiserver identity Leases (apiserverid), the "kubernetes" Service and
 // its endpoints (kubernetesservice), the
 // extension-apiserver-authentication ConfigMap (authtrust), the
-// NodePort repair (nodeportrepair) and the local APIServices
-// (autoregister). kgate_controllers_leading tells which
+// NodePort repair (nodeportrepair), the local APIServices
+// (autoregister) and the Available condition of the others
+// (availability). kgate_controllers_leading tells which
 // gateway leads.
 package controllers
 
@@ -22,10 +23,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/gateway/internal/aggregator"
 	"github.com/kgate/kgate/gateway/internal/apfbootstrap"
 	"github.com/kgate/kgate/gateway/internal/apiserverid"
 	"github.com/kgate/kgate/gateway/internal/authtrust"
 	"github.com/kgate/kgate/gateway/internal/autoregister"
+	"github.com/kgate/kgate/gateway/internal/availability"
 	"github.com/kgate/kgate/gateway/internal/crdcontroller"
 	"github.com/kgate/kgate/gateway/internal/kubernetesservice"
 	"github.com/kgate/kgate/gateway/internal/leader"
@@ -45,6 +48,9 @@ type Config struct {
 	// AuthTrust is this gateway's authentication settings for the
 	// extension-apiserver-authentication ConfigMap.
 	AuthTrust authtrust.Info
+	// Aggregator is how the gateways reach extension API servers: the
+	// availability checks go the same way.
+	Aggregator aggregator.Config
 }
 
 // Deps are what the controllers run on; all required.
@@ -131,6 +137,21 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 			return nil, err
 		}
 		list = append(list, leader.Controller{Name: "cluster-authentication-trust", Run: trust.Run})
+	}
+	// Extension API servers are found through their Services.
+	if _, ok := b.Registry.Lookup(schema.GroupVersionResource{Version: "v1", Resource: "services"}); ok {
+		cert, key, err := cfg.Aggregator.ProxyClientCert()
+		if err != nil {
+			return nil, err
+		}
+		avail, err := availability.New(availability.Config{
+			Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Backends: cfg.Aggregator.Resolver(b.Registry, b.Store),
+			CertPEM: cert, KeyPEM: key, Logger: log("apiservice-availability"), Metrics: d.Metrics,
+		})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, leader.Controller{Name: "apiservice-availability", Run: avail.Run})
 	}
 	if b.NodePorts != nil {
 		repair, err := nodeportrepair.New(nodeportrepair.Config{Store: b.Store, Registry: b.Registry, Ports: b.NodePorts, Logger: log("nodeport-repair")})

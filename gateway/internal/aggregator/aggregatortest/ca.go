@@ -1,4 +1,6 @@
-package aggregator
+// Package aggregatortest issues the certificates of the aggregator's
+// tests: serving CAs of extension servers and front-proxy CAs.
+package aggregatortest
 
 import (
 	"crypto/ecdsa"
@@ -12,14 +14,16 @@ import (
 	"time"
 )
 
-// testCA issues certificates for the tests.
-type testCA struct {
+// CA issues certificates for the tests.
+type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	pem  []byte
+	// PEM is the CA's certificate.
+	PEM []byte
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+// NewCA makes a CA named name, valid for an hour around now.
+func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -38,12 +42,12 @@ func newTestCA(t *testing.T, name string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{cert: c, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// issue returns a certificate and key (PEM) for cn, a server's for the
+// Issue returns a certificate and key (PEM) for cn, a server's for the
 // DNS names or, with none, a client's.
-func (ca *testCA) issue(t *testing.T, cn string, dns ...string) (certPEM, keyPEM []byte) {
+func (ca *CA) Issue(t testing.TB, cn string, dns ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
