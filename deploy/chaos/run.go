@@ -98,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	}
 	c, log := cfg.Cluster, cfg.Logger
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6b67617465))
-	su, err := prepare(ctx, c, "kgate-chaos", cfg.Results)
+	su, err := prepare(ctx, c, "kgate-chaos", cfg.Results, false)
 	if err != nil {
 		return nil, err
 	}

@@ -32,14 +32,23 @@ type setup struct {
 	closeOnce sync.Once
 }
 
-// prepare makes the setup of a run on c; results is made too. close ends
-// the recording and returns its error.
-func prepare(ctx context.Context, c *dc.Cluster, agent, results string) (_ *setup, err error) {
+// prepare makes the setup of a run on c; results is made too. With
+// bridge, the clients reach the gateways on the cluster's network, not
+// through their published ports. close ends the recording and returns
+// its error.
+func prepare(ctx context.Context, c *dc.Cluster, agent, results string, bridge bool) (_ *setup, err error) {
 	if err := os.MkdirAll(results, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot make the results directory: %w", err)
 	}
 	s := &setup{hist: &watchcheck.History{}}
-	if s.gws, err = newGateways(c.GatewayAddrs(), c.RESTConfig, agent); err != nil {
+	addrs, config := c.GatewayAddrs(), c.RESTConfig
+	if bridge {
+		if addrs, err = c.GatewayBridgeAddrs(ctx); err != nil {
+			return nil, err
+		}
+		config = c.BridgeRESTConfig
+	}
+	if s.gws, err = newGateways(addrs, config, agent); err != nil {
 		return nil, err
 	}
 	if err := createNamespace(ctx, s.gws); err != nil {

@@ -103,7 +103,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	}
 	c, log := cfg.Cluster, cfg.Logger
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x736f616b))
-	su, err := prepare(ctx, c, "kgate-soak", cfg.Results)
+	// Ten thousand watches are ten thousand connections: over the
+	// bridge, as a published port's userland proxy gives out under them.
+	su, err := prepare(ctx, c, "kgate-soak", cfg.Results, true)
 	if err != nil {
 		return nil, err
 	}

@@ -215,6 +215,23 @@ func (c *Cluster) GatewayAddrs() []string {
 	return out
 }
 
+// GatewayBridgeAddrs are the gateways' addresses on the cluster's
+// network, by index: the host reaches them over the bridge with no
+// userland proxy in between (many connections, as thousands of watches
+// make, are more than a published port's proxy carries). Use them with
+// BridgeRESTConfig.
+func (c *Cluster) GatewayBridgeAddrs(ctx context.Context) ([]string, error) {
+	out := make([]string, c.cfg.Gateways)
+	for i := range out {
+		ip, err := c.IP(ctx, Gateway, i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = net.JoinHostPort(ip, strconv.Itoa(securePort))
+	}
+	return out, nil
+}
+
 // Kubeconfig is the admin kubeconfig (kgate pki's); its server is
 // https://127.0.0.1:6443, so point clients at a GatewayAddrs entry.
 func (c *Cluster) Kubeconfig() string { return filepath.Join(c.serving, "kubeconfig") }
