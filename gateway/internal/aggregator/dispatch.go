@@ -77,6 +77,8 @@ type Dispatch struct {
 	proxy    *Proxy
 	services *Services
 	srv      *hijackhttp.Server
+	remote   *RemoteDiscovery
+	running  sync.WaitGroup // the remote discovery's loop
 }
 
 // NewDispatch checks cfg and reads the front-proxy certificate; base is
@@ -96,8 +98,18 @@ func NewDispatch(base context.Context, cfg Config, d Deps) (*Dispatch, error) {
 	}
 	return &Dispatch{
 		proxy: p, services: services,
-		srv: &hijackhttp.Server{Base: base, Log: d.Logger, MaxSession: cfg.MaxSession},
+		srv:    &hijackhttp.Server{Base: base, Log: d.Logger, MaxSession: cfg.MaxSession},
+		remote: &RemoteDiscovery{Services: services, Proxy: p, Log: d.Logger},
 	}, nil
+}
+
+// Remote is the extension servers' groups for the gateway's discovery.
+func (d *Dispatch) Remote() *RemoteDiscovery { return d.remote }
+
+// Start begins fetching the extension servers' discovery, until the
+// base context ends.
+func (d *Dispatch) Start() {
+	d.running.Go(func() { d.remote.Run(d.srv.Base) })
 }
 
 // Serves reports whether path belongs to a non-local APIService: its
@@ -123,9 +135,18 @@ func (d *Dispatch) Serve(rc *fasthttp.RequestCtx, u user.Info) error {
 	return nil
 }
 
-// Wait waits until every proxied request has ended, after the base
-// context was cancelled (hijackhttp.Server.Wait).
-func (d *Dispatch) Wait(ctx context.Context) error { return d.srv.Wait(ctx) }
+// Wait waits until every proxied request and the discovery fetches have
+// ended, after the base context was cancelled (hijackhttp.Server.Wait).
+func (d *Dispatch) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { d.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot stop the aggregator's discovery: %w", ctx.Err())
+	}
+	return d.srv.Wait(ctx)
+}
 
 // Services finds APIServices by name in the feed's store, indexed again
 // whenever the store changes.
@@ -141,6 +162,13 @@ type Services struct {
 func (s *Services) Get(name string) (*apiregistrationv1.APIService, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a, ok := s.indexLocked()[name]
+	return a, ok
+}
+
+// indexLocked returns the APIServices by name, indexed again when the
+// store changed; s.mu is held.
+func (s *Services) indexLocked() map[string]*apiregistrationv1.APIService {
 	if g := s.Store.Generation(); s.byName == nil || g != s.gen {
 		objs := s.Store.List("")
 		m := make(map[string]*apiregistrationv1.APIService, len(objs))
@@ -151,6 +179,5 @@ func (s *Services) Get(name string) (*apiregistrationv1.APIService, bool) {
 		}
 		s.byName, s.gen = m, g
 	}
-	a, ok := s.byName[name]
-	return a, ok
+	return s.byName
 }

@@ -77,6 +77,24 @@ func startExtension(t *testing.T) *extension {
 			}
 			return
 		}
+		if gv, ok := strings.CutPrefix(r.URL.Path, "/apis/"); ok && strings.Count(gv, "/") == 1 {
+			// Its discovery of any group/version, telling who asked;
+			// liar.example.com describes another.
+			if strings.HasPrefix(gv, "liar.example.com/") {
+				gv = "example.com/v1"
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(metav1.APIResourceList{
+				TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+				GroupVersion: gv,
+				APIResources: []metav1.APIResource{
+					{Name: "widgets", SingularName: "widget", Namespaced: true, Kind: "Widget", Verbs: []string{"get", "list", "watch"}, ShortNames: []string{"wd"}},
+					{Name: "widgets/status", Namespaced: true, Kind: "Widget", Verbs: []string{"get"}},
+					{Name: r.Header.Get("X-Remote-User") + "." + strings.Join(r.Header.Values("X-Remote-Group"), "+"), Kind: "Asker"},
+				},
+			})
+			return
+		}
 		seen := map[string]any{
 			"cn":     r.TLS.PeerCertificates[0].Subject.CommonName,
 			"path":   r.URL.Path,

@@ -243,6 +243,7 @@ func (s *Set) newAggregator(cfg Config, d Deps) error {
 	}); err != nil {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
+	s.Discovery.SetRemote(s.Aggregator.Remote())
 	return nil
 }
 
@@ -346,7 +347,8 @@ func (s *Set) Bootstrap(ctx context.Context) error {
 // Start starts the background parts in order: access (the RBAC feed),
 // admission (its feeds and periodic jobs), guard (audit writer,
 // certificate reload), this gateway's apiserver identity and endpoint
-// leases (it serves on listen), the cluster-wide controllers (their
+// leases (it serves on listen), the APIService feed and the fetching of
+// the extension servers' discovery, the cluster-wide controllers (their
 // election).
 func (s *Set) Start(listen net.Addr) {
 	s.step("started", "access", s.Access.Start)
@@ -354,6 +356,7 @@ func (s *Set) Start(listen net.Addr) {
 	s.step("started", "guard", s.Guard.Start)
 	s.step("started", "leases", func() { s.startKeepers(listen) })
 	s.step("started", "apiservices", s.apiServices.Start)
+	s.step("started", "aggregator discovery", s.Aggregator.Start)
 	s.step("started", "controllers", s.Controllers.Start)
 }
 

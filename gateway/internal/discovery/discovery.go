@@ -4,11 +4,12 @@
 // discovery documents (apidiscovery.k8s.io/v2 APIGroupDiscoveryList) on
 // /api and /apis, and /version.
 //
-// Every document is rendered from the resource registry into ready-to-send
-// JSON, YAML and protobuf bytes: in New, and again on the first request
-// after the registry changed; Serve only negotiates the Accept header
-// (precomputed for the headers clients really send) and returns a slice of
-// those bytes.
+// Every document is rendered from the resource registry, and from the
+// groups of extension API servers (a Remote, set with SetRemote), into
+// ready-to-send JSON, YAML and protobuf bytes: in New, and again on the
+// first request after either changed; Serve only negotiates the Accept
+// header (precomputed for the headers clients really send) and returns a
+// slice of those bytes.
 package discovery
 
 import (
@@ -57,16 +58,42 @@ type Discovery struct {
 	negotiated    map[negotiationKey]negotiated
 	version       Response
 	notAcceptable Response
+	remote        atomic.Pointer[Remote]
 
 	mu  sync.Mutex // serializes renders
 	cur atomic.Pointer[rendered]
 }
 
-// rendered is the documents of one registry generation.
+// Remote is the groups extension API servers serve, as the aggregator
+// found them in their own discovery.
+type Remote interface {
+	// Generation changes whenever Groups would return something else.
+	Generation() uint64
+	// Groups are the extension servers' groups, in discovery's order.
+	Groups() []RemoteGroup
+}
+
+// RemoteGroup is one group of extension servers.
+type RemoteGroup struct {
+	Name string
+	// Versions, the preferred first.
+	Versions []RemoteVersion
+}
+
+// RemoteVersion is one group/version of an extension server and its
+// resources; Stale when its server stopped answering since they were
+// fetched (upstream's freshness).
+type RemoteVersion struct {
+	Version   string
+	Resources []metav1.APIResource
+	Stale     bool
+}
+
+// rendered is the documents of one registry and remote generation.
 type rendered struct {
-	gen  uint64
-	docs map[string]*document // by URL path, without trailing slash
-	err  error                // rendering gen failed: docs are the previous ones
+	gen, remoteGen uint64
+	docs           map[string]*document // by URL path, without trailing slash
+	err            error                // rendering gen failed: docs are the previous ones
 }
 
 // document is one discovery endpoint in every format.
@@ -95,7 +122,7 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 		return nil, err
 	}
 	s := reg.Snapshot()
-	docs, err := render(s)
+	docs, err := render(s, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -103,26 +130,51 @@ func New(reg *registry.Registry, v version.Info) (*Discovery, error) {
 	return d, nil
 }
 
-// current returns the documents of the registry's current generation,
-// rendering them when the registry changed since the last render.
+// SetRemote adds the extension servers' groups to the documents, from
+// the next request on.
+func (d *Discovery) SetRemote(r Remote) {
+	d.remote.Store(&r)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := *d.cur.Load()
+	c.remoteGen = r.Generation() - 1 // rendered again on the next request
+	d.cur.Store(&c)
+}
+
+// current returns the documents of the registry's and the remote
+// groups' current generations, rendering them when either changed since
+// the last render.
 func (d *Discovery) current() *rendered {
 	s := d.reg.Snapshot()
-	if c := d.cur.Load(); c.gen >= s.Generation() {
+	var (
+		remote    Remote
+		remoteGen uint64
+	)
+	if r := d.remote.Load(); r != nil {
+		remote = *r
+		remoteGen = remote.Generation()
+	}
+	fresh := func(c *rendered) bool { return c.gen >= s.Generation() && c.remoteGen == remoteGen }
+	if c := d.cur.Load(); fresh(c) {
 		return c
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.cur.Load()
-	if c.gen >= s.Generation() {
+	if fresh(c) {
 		return c // rendered by a concurrent request
 	}
-	docs, err := render(s)
+	var groups []RemoteGroup
+	if remote != nil {
+		groups = remote.Groups()
+	}
+	docs, err := render(s, groups)
 	if err != nil {
 		// A resource discovery cannot describe: keep serving what we
 		// had rather than documents that lie.
-		c = &rendered{gen: s.Generation(), docs: c.docs, err: err}
+		c = &rendered{gen: s.Generation(), remoteGen: remoteGen, docs: c.docs, err: err}
 	} else {
-		c = &rendered{gen: s.Generation(), docs: docs}
+		c = &rendered{gen: s.Generation(), remoteGen: remoteGen, docs: docs}
 	}
 	d.cur.Store(c)
 	return c
@@ -132,8 +184,12 @@ func (d *Discovery) current() *rendered {
 // change, or nil.
 func (d *Discovery) Err() error { return d.current().err }
 
-// render renders the documents of every group, version and resource of s.
-func render(s *registry.Snapshot) (map[string]*document, error) {
+// render renders the documents of every group, version and resource of
+// s, then of the remote groups s does not serve itself: their group
+// documents and their place in /apis, after the local groups (extension
+// servers' priorities are below the built-ins' and CRDs'). Their version
+// documents are the extension servers' own, proxied.
+func render(s *registry.Snapshot, remote []RemoteGroup) (map[string]*document, error) {
 	docs := map[string]*document{}
 	enc := newEncoders()
 	var (
@@ -182,6 +238,35 @@ func render(s *registry.Snapshot) (map[string]*document, error) {
 		groupsList.Groups = append(groupsList.Groups, group)
 		group.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
 		if err := add(docs, enc, "/apis/"+g.Group, &group, nil); err != nil {
+			return nil, err
+		}
+		groups = append(groups, agg)
+	}
+	local := map[string]bool{}
+	for _, g := range s.Groups() {
+		local[g.Group] = true
+	}
+	for _, g := range remote {
+		if local[g.Name] || g.Name == "" || len(g.Versions) == 0 {
+			continue
+		}
+		agg := apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: g.Name}}
+		var versions []metav1.GroupVersionForDiscovery
+		for _, v := range g.Versions {
+			gv := schema.GroupVersion{Group: g.Name, Version: v.Version}
+			versions = append(versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: v.Version})
+			freshness := apidiscoveryv2.DiscoveryFreshnessCurrent
+			if v.Stale {
+				freshness = apidiscoveryv2.DiscoveryFreshnessStale
+			}
+			agg.Versions = append(agg.Versions, apidiscoveryv2.APIVersionDiscovery{
+				Version: v.Version, Resources: aggregatedResources(v.Resources), Freshness: freshness,
+			})
+		}
+		group := metav1.APIGroup{Name: g.Name, Versions: versions, PreferredVersion: versions[0]}
+		groupsList.Groups = append(groupsList.Groups, group)
+		group.TypeMeta = metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}
+		if err := add(docs, enc, "/apis/"+g.Name, &group, nil); err != nil {
 			return nil, err
 		}
 		groups = append(groups, agg)

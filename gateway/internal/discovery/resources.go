@@ -134,7 +134,14 @@ func aggregatedResources(list []metav1.APIResource) []apidiscoveryv2.APIResource
 		if !isSub {
 			continue
 		}
-		i := parent[name] // apiResources always lists the parent
+		i, ok := parent[name]
+		if !ok {
+			// A list without the parent (an extension server's may be
+			// so): a stub parent, as upstream's conversion adds.
+			i = len(out)
+			parent[name] = i
+			out = append(out, apidiscoveryv2.APIResourceDiscovery{Resource: name, Scope: scope(r), ResponseKind: &metav1.GroupVersionKind{}})
+		}
 		out[i].Subresources = append(out[i].Subresources, apidiscoveryv2.APISubresourceDiscovery{
 			Subresource:  sub,
 			ResponseKind: &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind},
