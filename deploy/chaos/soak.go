@@ -136,7 +136,13 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 
 	t0 := time.Now()
 	sample := func() {
+		// A read may time out while ten thousand watches connect: tried
+		// three times before it counts.
 		ss, err := sampleCluster(ctx, c, gws)
+		for try := 1; err != nil && try < 3 && ctx.Err() == nil; try++ {
+			time.Sleep(5 * time.Second)
+			ss, err = sampleCluster(ctx, c, gws)
+		}
 		if err != nil {
 			res.Problems = append(res.Problems, fmt.Sprintf("+%v: %v", time.Since(t0).Round(time.Second), err))
 		}

@@ -139,6 +139,9 @@ func (c *Cluster) create(ctx context.Context, m *member) error {
 	args := []string{"create", "--pull", "never", "--name", m.name, "--hostname", m.name,
 		"--network", c.network, "--label", LabelKey + "=" + c.cfg.Name,
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges"}
+	for _, v := range m.volumes {
+		args = append(args, "--mount", "type=volume,destination="+v)
+	}
 	for port := range m.published {
 		hp, err := freePort()
 		if err != nil {

@@ -38,6 +38,10 @@ type member struct {
 	args  []string
 	files []File
 	dirs  []string
+	// volumes are directories on a volume of their own (the host's
+	// disk), not in the container's file system: the image store's
+	// driver here is fuse-overlayfs, through which etcd's fsyncs are slow.
+	volumes []string
 	// published maps container ports to loopback ports of the host,
 	// fixed when the container is made so that they survive restarts.
 	published map[int]int
@@ -100,7 +104,7 @@ func (c *Cluster) etcdMember(i int) (*member, error) {
 	}
 	crt, key, ca := internalDir+"/etcd-server.crt", internalDir+"/etcd-server.key", internalDir+"/ca.crt"
 	return &member{
-		role: Etcd, index: i, name: self, image: c.cfg.Images.Etcd, files: files, dirs: []string{etcdDataDir},
+		role: Etcd, index: i, name: self, image: c.cfg.Images.Etcd, files: files, dirs: []string{etcdDataDir}, volumes: []string{etcdDataDir},
 		published: map[int]int{etcdClientPort: 0},
 		args: []string{
 			"--name", self, "--data-dir", etcdDataDir + "/etcd",
