@@ -91,7 +91,8 @@ func NewDispatch(base context.Context, cfg Config, d Deps) (*Dispatch, error) {
 		return nil, errors.New("cannot make aggregator: --proxy-client-cert-file and --proxy-client-key-file go together")
 	}
 	services := &Services{Store: d.Services}
-	p := &Proxy{Services: services, Resolver: cfg.Resolver(d.Registry, d.Store)}
+	resolver := cfg.Resolver(d.Registry, d.Store)
+	p := &Proxy{Services: services, Resolver: resolver, Dial: resolver.Dial}
 	var err error
 	if p.CertPEM, p.KeyPEM, err = cfg.ProxyClientCert(); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -76,7 +77,8 @@ func (r *Resolver) Resolve(ctx context.Context, ref *apiregistrationv1.ServiceRe
 	host := u.Hostname()
 	ip := net.ParseIP(host)
 	if ip == nil {
-		// An ExternalName: resolved at dial time; checked there too.
+		// An ExternalName: resolved at dial time, and checked there
+		// (Dial).
 		return u, nil
 	}
 	if !r.allowed(ip) {
@@ -94,6 +96,22 @@ func (r *Resolver) Service(ctx context.Context, ns, name string) (*corev1.Servic
 // EndpointSlices reads the EndpointSlices of the Service ns/name.
 func (r *Resolver) EndpointSlices(ctx context.Context, ns, name string) ([]*discoveryv1.EndpointSlice, error) {
 	return sliceGetter{ctx: ctx, r: r}.GetEndpointSlices(ns, name)
+}
+
+// Dial dials addr, refusing the addresses Resolve refuses once the name
+// is resolved (an ExternalName Service's, which Resolve cannot check).
+func (r *Resolver) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+		host, _, err := net.SplitHostPort(address)
+		if err != nil {
+			return err
+		}
+		if ip := net.ParseIP(host); ip == nil || !r.allowed(ip) {
+			return fmt.Errorf("cannot dial %s: %w", address, ErrAddress)
+		}
+		return nil
+	}}
+	return d.DialContext(ctx, network, addr)
 }
 
 // allowed says whether the proxy may dial ip.

@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,5 +107,38 @@ func TestResolve(t *testing.T) {
 	f("no slices", true, false, "headless", nil, "", anyErr)
 	if _, err := (&Resolver{Registry: reg, Store: store}).Resolve(t.Context(), nil); err == nil {
 		t.Error("a local APIService resolved")
+	}
+}
+
+// TestDial: a name that resolves to loopback (an ExternalName Service's)
+// is refused at dial time unless loopback targets are allowed.
+func TestDial(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	for _, allow := range []bool{false, true} {
+		r := &Resolver{AllowLoopback: allow}
+		c, err := r.Dial(t.Context(), "tcp", net.JoinHostPort("localhost", port))
+		if c != nil {
+			c.Close()
+		}
+		if allow && err != nil {
+			t.Errorf("loopback allowed: %v", err)
+		}
+		if !allow && !errors.Is(err, ErrAddress) {
+			t.Errorf("loopback not allowed: %v, want ErrAddress", err)
+		}
 	}
 }

@@ -144,8 +144,9 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 		if err != nil {
 			return nil, err
 		}
+		resolver := cfg.Aggregator.Resolver(b.Registry, b.Store)
 		avail, err := availability.New(availability.Config{
-			Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Backends: cfg.Aggregator.Resolver(b.Registry, b.Store),
+			Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Backends: resolver, Dial: resolver.Dial,
 			CertPEM: cert, KeyPEM: key, Logger: log("apiservice-availability"), Metrics: d.Metrics,
 		})
 		if err != nil {
