@@ -32,7 +32,7 @@ var depRules = []depRule{
 		why: "storage is the bottom layer: gateways write through it, it knows nothing of them"},
 	{from: "cachenode/...", to: "gateway/...",
 		why: "gateways consume what cache nodes own (cachenode/event, cachenode/client), never the other way round"},
-	{from: "...", to: "k8s.io/apiserver/pkg/server",
+	{from: "...", to: "k8s.io/apiserver/pkg/server", allowedVia: []string{sampleAPIServer},
 		why: "kgate is not a GenericAPIServer: its request path is its own (fasthttp, gateway/)"},
 	{from: "...", to: "github.com/emicklei/go-restful/v3",
 		// client-go's discovery client imports k8s.io/client-go/openapi,
@@ -62,13 +62,26 @@ var depRules = []depRule{
 		// (and its custom resource strategy, gateway/internal/customresource)
 		// (gateway/internal/builtin) live in the package of its CRD REST,
 		// which builds on the generic registry Store: linked, never run.
-		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry},
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry, sampleAPIServer},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
-	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry},
+	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry, sampleAPIServer},
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},
-	{from: "...", to: "k8s.io/apiserver/pkg/registry/generic/registry", allowedVia: []string{crdRegistry, crRegistry},
+	{from: "...", to: "k8s.io/apiserver/pkg/registry/generic/registry", allowedVia: []string{crdRegistry, crRegistry, sampleAPIServer},
 		why: "writes go through storage.Store, not the generic registry Store"},
+	// The sample extension server is a GenericAPIServer of the tests,
+	// never part of kgate.
+	{from: "gateway/...", to: "deploy/sampleext/...", why: sampleWhy},
+	{from: "cachenode/...", to: "deploy/sampleext/...", why: sampleWhy},
+	{from: "storage/...", to: "deploy/sampleext/...", why: sampleWhy},
+	{from: "cmd/kgate", to: "deploy/sampleext/...", why: sampleWhy},
 }
+
+// sampleAPIServer is Kubernetes' sample extension API server, which
+// deploy/sampleext runs as the extension server of the aggregation
+// end-to-end test: a GenericAPIServer of its own, beside kgate.
+const sampleAPIServer = "k8s.io/sample-apiserver/"
+
+const sampleWhy = "deploy/sampleext runs a GenericAPIServer for the end-to-end tests; kgate's binary and packages never link it"
 
 // crdRegistry is the package of apiextensions-apiserver's CRD strategies
 // (issue 12 mandates them) and of its CRD REST over the generic registry
