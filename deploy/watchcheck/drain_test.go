@@ -31,7 +31,7 @@ func startMulti(t *testing.T, cfg MultiConfig) *Multi {
 	if testing.Short() {
 		t.Skip("integration test: skipped under -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg.Dir, cfg.Logger = t.TempDir(), testLogger()
 	m, err := StartMulti(ctx, cfg)
@@ -121,7 +121,7 @@ const drainWrites = 25
 // made before, during and after the switch, in order, exactly once.
 func TestGatewayDrain(t *testing.T) {
 	m := startMulti(t, MultiConfig{CacheNodes: 2, Gateways: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var aStopped atomic.Bool
 	a, b := m.GatewayAddr(0), m.GatewayAddr(1)

@@ -58,7 +58,7 @@ type rvState struct {
 // revisions are gone from both.
 func TestResourceVersionTable(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, Config{Dir: t.TempDir(), Logger: testLogger(), BookmarkInterval: 200 * time.Millisecond})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 func TestSplitRanges(t *testing.T) {
 	parallel(t)
 	m := startMulti(t, MultiConfig{CacheNodes: 1, Gateways: 1, Replicas: 1, Splits: configMapSplits})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cfg, err := m.RESTConfig(m.GatewayAddr(0), "watchcheck/split", false)
 	if err != nil {
