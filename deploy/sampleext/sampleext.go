@@ -6,9 +6,6 @@
 // (TokenReview, SubjectAccessReview), trusts kgate's front-proxy
 // certificate from kgate's kube-system/extension-apiserver-authentication
 // ConfigMap, and keeps its objects in an etcd of the caller's.
-//
-// The wardle server keeps process-wide state (its component registry):
-// start one per process.
 package sampleext
 
 import (
@@ -26,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/component-base/compatibility"
 	"k8s.io/sample-apiserver/pkg/cmd/server"
 
 	"github.com/kgate/kgate/deploy/testca"
@@ -137,7 +135,11 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := server.NewCommandStartWardleServer(ctx, server.NewWardleServerOptions(out, out), false)
+	opts := server.NewWardleServerOptions(out, out)
+	// A registry of its own for each server: the default one is
+	// process-wide and takes wardle's feature gate only once.
+	opts.ComponentGlobalsRegistry = compatibility.NewComponentGlobalsRegistry()
+	cmd := server.NewCommandStartWardleServer(ctx, opts, false)
 	cmd.SetOut(out)
 	cmd.SetErr(out)
 	cmd.SetArgs([]string{
