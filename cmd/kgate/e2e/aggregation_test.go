@@ -21,6 +21,8 @@ import (
 // the real kubectl: the
 // APIService turns Available (kgate's availability checker), kubectl
 // api-resources lists flunders (kgate's discovery merge), kubectl
+// explain describes them and /openapi/v2 holds them (kgate's OpenAPI
+// merge), kubectl
 // creates, gets and watches flunders through kgate's proxy, a user
 // allowed only through a group reaches the server as that user and group
 // over the front-proxy certificate, and once the server stops its
@@ -123,6 +125,18 @@ subjects:
 	eventuallyOut(t, k, "flunders in kubectl api-resources", func(out string) bool {
 		return strings.Contains(out, "flunders.wardle.example.com") && strings.Contains(out, "fischers.wardle.example.com")
 	}, "api-resources", "--api-group", sampleext.Group, "-o", "name")
+
+	// kgate's OpenAPI documents include the server's: kubectl explain
+	// reads its v3 document through kgate's index, and /openapi/v2
+	// holds its paths and definitions.
+	eventuallyOut(t, k, "kubectl explain of flunders' spec", func(out string) bool {
+		return strings.Contains(out, "KIND:       Flunder") && strings.Contains(out, "reference\t<string>")
+	}, "explain", "flunders.spec", "--api-version", sampleext.Group+"/"+sampleext.Version)
+	eventuallyOut(t, k, "flunders in /openapi/v2", func(out string) bool {
+		return strings.Contains(out, `"/apis/wardle.example.com/v1alpha1/namespaces/{namespace}/flunders"`) &&
+			strings.Contains(out, `"io.k8s.sample-apiserver.pkg.apis.wardle.v1alpha1.Flunder"`) &&
+			strings.Contains(out, `"/api/v1/namespaces"`)
+	}, "get", "--raw", "/openapi/v2")
 
 	// wardle marks its v1alpha1 deprecated: kubectl prints the warning
 	// the server sent through the proxy, and nothing else.

@@ -78,7 +78,8 @@ type Dispatch struct {
 	services *Services
 	srv      *hijackhttp.Server
 	remote   *RemoteDiscovery
-	running  sync.WaitGroup // the remote discovery's loop
+	openAPI  *RemoteOpenAPI
+	running  sync.WaitGroup // the remote discovery's and OpenAPI's loops
 }
 
 // NewDispatch checks cfg and reads the front-proxy certificate; base is
@@ -99,18 +100,24 @@ func NewDispatch(base context.Context, cfg Config, d Deps) (*Dispatch, error) {
 	}
 	return &Dispatch{
 		proxy: p, services: services,
-		srv:    &hijackhttp.Server{Base: base, Log: d.Logger, MaxSession: cfg.MaxSession},
-		remote: &RemoteDiscovery{Services: services, Proxy: p, Log: d.Logger},
+		srv:     &hijackhttp.Server{Base: base, Log: d.Logger, MaxSession: cfg.MaxSession},
+		remote:  &RemoteDiscovery{Services: services, Proxy: p, Log: d.Logger},
+		openAPI: &RemoteOpenAPI{Services: services, Proxy: p, Log: d.Logger},
 	}, nil
 }
 
 // Remote is the extension servers' groups for the gateway's discovery.
 func (d *Dispatch) Remote() *RemoteDiscovery { return d.remote }
 
-// Start begins fetching the extension servers' discovery, until the
-// base context ends.
+// RemoteOpenAPI is the extension servers' OpenAPI documents for the
+// gateway's.
+func (d *Dispatch) RemoteOpenAPI() *RemoteOpenAPI { return d.openAPI }
+
+// Start begins fetching the extension servers' discovery and OpenAPI
+// documents, until the base context ends.
 func (d *Dispatch) Start() {
 	d.running.Go(func() { d.remote.Run(d.srv.Base) })
+	d.running.Go(func() { d.openAPI.Run(d.srv.Base) })
 }
 
 // Serves reports whether path belongs to a non-local APIService: its
@@ -136,7 +143,7 @@ func (d *Dispatch) Serve(rc *fasthttp.RequestCtx, u user.Info) error {
 	return nil
 }
 
-// Wait waits until every proxied request and the discovery fetches have
+// Wait waits until every proxied request and the fetches have
 // ended, after the base context was cancelled (hijackhttp.Server.Wait).
 func (d *Dispatch) Wait(ctx context.Context) error {
 	done := make(chan struct{})
@@ -144,7 +151,7 @@ func (d *Dispatch) Wait(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("cannot stop the aggregator's discovery: %w", ctx.Err())
+		return fmt.Errorf("cannot stop the aggregator's fetches of discovery and OpenAPI: %w", ctx.Err())
 	}
 	return d.srv.Wait(ctx)
 }

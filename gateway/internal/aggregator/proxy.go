@@ -69,6 +69,19 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) error {
 	if !ok || s.Spec.Service == nil {
 		return apierror.NotFound(schema.GroupResource{}, r.URL.Path)
 	}
+	return p.serveService(w, r, s)
+}
+
+// ServeService proxies r, whatever its path, to the backend of s (a
+// non-local APIService), as ServeHTTP does: the aggregator's own
+// fetches of an extension server's OpenAPI documents.
+func (p *Proxy) ServeService(w http.ResponseWriter, r *http.Request, s *apiregistrationv1.APIService) {
+	if err := p.serveService(w, r, s); err != nil {
+		writeStatus(w, err)
+	}
+}
+
+func (p *Proxy) serveService(w http.ResponseWriter, r *http.Request, s *apiregistrationv1.APIService) error {
 	if !helper.IsAPIServiceConditionTrue(s, apiregistrationv1.Available) {
 		return apierror.ServiceUnavailable("service unavailable")
 	}

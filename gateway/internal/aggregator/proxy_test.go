@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -50,6 +51,63 @@ type extension struct {
 	backend               *httptest.Server
 	reg                   *registry.Registry
 	store                 memStore
+	openAPI               *openAPIDocs // what it answers under /openapi/
+}
+
+// openAPIDocs are the answers of an extension server under /openapi/,
+// set by the test, and who asked for what.
+type openAPIDocs struct {
+	mu    sync.Mutex
+	docs  map[string]openAPIDoc // by path and query
+	asked []string              // "path user groups [If-None-Match]"
+}
+
+type openAPIDoc struct {
+	status int
+	etag   string
+	body   string
+}
+
+func (d *openAPIDocs) set(path string, doc openAPIDoc) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.docs == nil {
+		d.docs = map[string]openAPIDoc{}
+	}
+	d.docs[path] = doc
+}
+
+// take returns what was asked since the last take.
+func (d *openAPIDocs) take() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.asked
+	d.asked = nil
+	return out
+}
+
+func (d *openAPIDocs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := r.URL.Path
+	if r.URL.RawQuery != "" {
+		key += "?" + r.URL.RawQuery
+	}
+	d.asked = append(d.asked, strings.TrimSpace(fmt.Sprintf("%s %s %v %s", key, r.Header.Get("X-Remote-User"), r.Header.Values("X-Remote-Group"), r.Header.Get("If-None-Match"))))
+	doc, ok := d.docs[key]
+	switch {
+	case !ok:
+		http.NotFound(w, r)
+	case doc.etag != "" && r.Header.Get("If-None-Match") == doc.etag:
+		w.WriteHeader(http.StatusNotModified)
+	default:
+		if doc.etag != "" {
+			w.Header().Set("Etag", doc.etag)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(cmp.Or(doc.status, http.StatusOK))
+		_, _ = io.WriteString(w, doc.body)
+	}
 }
 
 func startExtension(t *testing.T) *extension {
@@ -63,10 +121,15 @@ func startExtension(t *testing.T) *extension {
 	}
 	clientCAs := x509.NewCertPool()
 	clientCAs.AppendCertsFromPEM(front.PEM)
+	docs := &openAPIDocs{}
 	next := make(chan string)
 	var closeNext sync.Once
 	stop := func() { closeNext.Do(func() { close(next) }) }
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/openapi/") {
+			docs.ServeHTTP(w, r)
+			return
+		}
 		if r.URL.Query().Get("watch") == "true" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
@@ -125,7 +188,7 @@ func startExtension(t *testing.T) *extension {
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port))}},
 		},
 	}
-	return &extension{serving: serving, clientCert: clientCert, clientKey: clientKey, next: next, stop: stop, backend: backend, reg: reg, store: store}
+	return &extension{serving: serving, clientCert: clientCert, clientKey: clientKey, next: next, stop: stop, backend: backend, reg: reg, store: store, openAPI: docs}
 }
 
 func TestProxy(t *testing.T) {

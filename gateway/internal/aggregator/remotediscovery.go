@@ -6,19 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
-	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	"k8s.io/kube-aggregator/pkg/apis/apiregistration/v1/helper"
 
@@ -45,7 +41,7 @@ var discoveryUser = &user.DefaultInfo{Name: "system:kube-aggregator", Groups: []
 // helper.SortedByGroupAndVersion).
 type RemoteDiscovery struct {
 	Services *Services
-	Proxy    http.Handler
+	Proxy    *Proxy
 	// Refresh fetches every version again this often; default 1m.
 	Refresh time.Duration
 	// Poll looks for changed APIServices this often; default 1s.
@@ -55,18 +51,9 @@ type RemoteDiscovery struct {
 	Log     *slog.Logger
 
 	gen     atomic.Uint64
-	mu      sync.Mutex // guards fetched and groups
-	fetched map[string]*remoteVersion
+	fetched perService[[]metav1.APIResource] // used by Sync alone
+	mu      sync.Mutex                       // guards groups
 	groups  []discovery.RemoteGroup
-}
-
-// remoteVersion is what was fetched for one APIService.
-type remoteVersion struct {
-	service   *apiregistrationv1.APIService // as last tried for
-	at        time.Time                     // of the last try
-	failed    bool                          // the last try
-	fetched   bool                          // once at least: resources hold
-	resources []metav1.APIResource
 }
 
 // Generation changes whenever Groups would return something else.
@@ -79,15 +66,17 @@ func (r *RemoteDiscovery) Groups() []discovery.RemoteGroup {
 	return r.groups
 }
 
-// retryFailed is how soon a failed fetch is tried again.
-const retryFailed = 5 * time.Second
-
 // Run keeps the groups until ctx ends.
 func (r *RemoteDiscovery) Run(ctx context.Context) {
-	t := time.NewTicker(cmp.Or(r.Poll, time.Second))
+	every(ctx, cmp.Or(r.Poll, time.Second), r.Sync)
+}
+
+// every calls f at once and then every period until ctx ends.
+func every(ctx context.Context, period time.Duration, f func(context.Context)) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
-		r.Sync(ctx)
+		f(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -98,70 +87,15 @@ func (r *RemoteDiscovery) Run(ctx context.Context) {
 
 // Sync fetches the versions whose APIService is new or changed, or
 // whose time is up (Refresh, or retryFailed after a failure), and
-// renders the groups again when anything differs.
+// renders the groups again when anything differs. Calls must not
+// overlap.
 func (r *RemoteDiscovery) Sync(ctx context.Context) {
-	refresh := cmp.Or(r.Refresh, time.Minute)
-	services := r.Services.Remote()
-	r.mu.Lock()
-	if r.fetched == nil {
-		r.fetched = map[string]*remoteVersion{}
-	}
-	var due []*apiregistrationv1.APIService
-	for _, s := range services {
-		f, ok := r.fetched[s.Name]
-		wait := refresh
-		if ok && f.failed {
-			wait = retryFailed
-		}
-		if !ok || f.service.ResourceVersion != s.ResourceVersion || time.Since(f.at) >= wait {
-			due = append(due, s)
-		}
-	}
-	gone := false
-	for name := range r.fetched {
-		if !slices.ContainsFunc(services, func(s *apiregistrationv1.APIService) bool { return s.Name == name }) {
-			delete(r.fetched, name)
-			gone = true
-		}
-	}
-	r.mu.Unlock()
-	if len(due) == 0 && !gone {
+	if !r.fetched.sync(ctx, r.Services.Remote(), cmp.Or(r.Refresh, time.Minute), r.Log, "discovery", r.fetch) {
 		return
 	}
-
-	results := make([]*remoteVersion, len(due))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, s := range due {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			res, err := r.fetch(ctx, s)
-			if err != nil {
-				r.Log.Debug("cannot fetch the discovery of an extension server", "apiservice", s.Name, "err", err)
-				return
-			}
-			results[i] = &remoteVersion{service: s, at: time.Now(), fetched: true, resources: res}
-		})
-	}
-	wg.Wait()
-
+	groups := r.render()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, s := range due {
-		if results[i] != nil {
-			r.fetched[s.Name] = results[i]
-			continue
-		}
-		// A failure keeps what was fetched before, stale (upstream's
-		// freshness); one never fetched stays out.
-		next := remoteVersion{service: s, at: time.Now(), failed: true}
-		if prev, ok := r.fetched[s.Name]; ok {
-			next.fetched, next.resources = prev.fetched, prev.resources
-		}
-		r.fetched[s.Name] = &next
-	}
-	groups := r.render()
 	if !equalGroups(groups, r.groups) {
 		r.groups = groups
 		r.gen.Add(1)
@@ -170,25 +104,19 @@ func (r *RemoteDiscovery) Sync(ctx context.Context) {
 
 // fetch reads the APIResourceList of s's group/version through the
 // proxy.
-func (r *RemoteDiscovery) fetch(ctx context.Context, s *apiregistrationv1.APIService) ([]metav1.APIResource, error) {
+func (r *RemoteDiscovery) fetch(ctx context.Context, s *apiregistrationv1.APIService, _ []metav1.APIResource) ([]metav1.APIResource, error) {
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.Timeout, 10*time.Second))
 	defer cancel()
 	path := "/apis/" + s.Spec.Group + "/" + s.Spec.Version
-	req, err := http.NewRequestWithContext(genericrequest.WithUser(ctx, discoveryUser), http.MethodGet, path, nil)
+	status, _, body, err := getThrough(ctx, r.Proxy, s, discoveryUser, path, http.Header{"Accept": {"application/json"}}, maxDiscoveryBytes)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
-	w := &memWriter{header: http.Header{}}
-	r.Proxy.ServeHTTP(w, req)
-	if w.status != http.StatusOK {
-		return nil, fmt.Errorf("cannot fetch %s: status %d: %s", path, w.status, strings.TrimSpace(string(w.body.Bytes()[:min(w.body.Len(), 200)])))
-	}
-	if w.over {
-		return nil, fmt.Errorf("cannot fetch %s: larger than %d bytes", path, maxDiscoveryBytes)
+	if status != http.StatusOK {
+		return nil, statusError(path, status, body)
 	}
 	var list metav1.APIResourceList
-	if err := json.Unmarshal(w.body.Bytes(), &list); err != nil {
+	if err := json.Unmarshal(body, &list); err != nil {
 		return nil, fmt.Errorf("cannot fetch %s: %w", path, err)
 	}
 	if list.GroupVersion != s.Spec.Group+"/"+s.Spec.Version {
@@ -199,18 +127,12 @@ func (r *RemoteDiscovery) fetch(ctx context.Context, s *apiregistrationv1.APISer
 
 // render orders what was fetched into groups.
 func (r *RemoteDiscovery) render() []discovery.RemoteGroup {
-	var services []*apiregistrationv1.APIService
-	for _, f := range r.fetched {
-		if f.fetched {
-			services = append(services, f.service)
-		}
-	}
 	var out []discovery.RemoteGroup
-	for _, group := range helper.SortedByGroupAndVersion(services) {
+	for _, group := range helper.SortedByGroupAndVersion(r.fetched.held()) {
 		g := discovery.RemoteGroup{Name: group[0].Spec.Group}
 		for _, s := range group {
-			f := r.fetched[s.Name]
-			g.Versions = append(g.Versions, discovery.RemoteVersion{Version: s.Spec.Version, Resources: f.resources, Stale: f.failed})
+			f := r.fetched.get(s.Name)
+			g.Versions = append(g.Versions, discovery.RemoteVersion{Version: s.Spec.Version, Resources: f.value, Stale: f.failed})
 		}
 		out = append(out, g)
 	}
@@ -236,32 +158,3 @@ func (s *Services) Remote() []*apiregistrationv1.APIService {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
-
-// memWriter is the response of a fetch through the proxy, held in
-// memory up to maxDiscoveryBytes.
-type memWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-	over   bool
-}
-
-func (w *memWriter) Header() http.Header { return w.header }
-
-func (w *memWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-
-func (w *memWriter) Write(p []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	if w.body.Len()+len(p) > maxDiscoveryBytes {
-		w.over = true
-		return 0, io.ErrShortWrite
-	}
-	return w.body.Write(p)
-}
-
-// Flush is a no-op: the reverse proxy flushes as it copies.
-func (w *memWriter) Flush() {}

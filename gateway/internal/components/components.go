@@ -244,6 +244,7 @@ func (s *Set) newAggregator(cfg Config, d Deps) error {
 		return fmt.Errorf("cannot make gateway: %w", err)
 	}
 	s.Discovery.SetRemote(s.Aggregator.Remote())
+	s.OpenAPI.SetRemote(s.Aggregator.RemoteOpenAPI())
 	return nil
 }
 

@@ -18,12 +18,17 @@
 // as kube-apiserver's apiextensions server publishes them (custom.go); a
 // served kind with neither (a CRD the builder rejects) is described as an
 // object with x-kubernetes-preserve-unknown-fields: clients then neither
-// validate nor prune its fields.
+// validate nor prune its fields. Extension API servers' documents (a
+// Remote, set with SetRemote: the aggregator fetches them) join in as
+// kube-aggregator merges them: their v2 paths and definitions after
+// kgate's (kube-openapi's merge, renaming a conflicting definition), their
+// v3 group/version documents in the index, never in place of kgate's own.
 //
 // Every document is rendered into ready-to-send bytes: in New, and again in
-// the background after the registry changed (a custom resource or an
-// aggregated API came or went; requests get the previous documents until
-// then), when hashes and ETags change with the content.
+// the background after the registry or the remote documents changed (a
+// custom resource or an aggregated API came or went; requests get the
+// previous documents until then), when hashes and ETags change with the
+// content.
 package openapi
 
 import (
@@ -47,6 +52,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/kube-openapi/pkg/aggregator"
 	"k8s.io/kube-openapi/pkg/util"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -151,7 +157,8 @@ type Documents struct {
 	reg *registry.Registry
 	v   version.Info
 
-	cur atomic.Pointer[rendered]
+	cur    atomic.Pointer[rendered]
+	remote atomic.Pointer[Remote]
 
 	mu        sync.Mutex // guards rendering and closed
 	rendering bool       // a render goroutine runs
@@ -161,11 +168,12 @@ type Documents struct {
 
 // rendered is the documents of one registry generation.
 type rendered struct {
-	gen  uint64
-	root document            // /openapi/v3 (JSON only)
-	v3   map[string]document // by "api/v1", "apis/apps/v1", "apis/apps", ...
-	v2   document
-	err  error // rendering gen failed: the documents are the previous ones
+	gen       uint64
+	remoteGen uint64              // of the remote specs merged in
+	root      document            // /openapi/v3 (JSON only)
+	v3        map[string]document // by "api/v1", "apis/apps/v1", "apis/apps", ...
+	v2        document
+	err       error // rendering gen failed: the documents are the previous ones
 }
 
 // New builds the OpenAPI v3 document of every group/version in reg (and
@@ -175,7 +183,7 @@ type rendered struct {
 // changes; Close stops following.
 func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 	s := reg.Snapshot()
-	r, err := render(s, v)
+	r, err := render(s, v, RemoteSpecs{})
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +200,7 @@ func New(reg *registry.Registry, v version.Info) (*Documents, error) {
 // kube-apiserver's OpenAPI follows its CRDs a moment later.
 func (o *Documents) current() *rendered {
 	c := o.cur.Load()
-	if c.gen >= o.reg.Generation() {
+	if o.fresh(c, o.reg.Generation()) {
 		return c
 	}
 	o.mu.Lock()
@@ -205,23 +213,50 @@ func (o *Documents) current() *rendered {
 	return c
 }
 
-// follow renders until the documents match the registry's generation.
+// fresh reports whether c describes registry generation gen and the
+// remote specs' current generation.
+func (o *Documents) fresh(c *rendered, gen uint64) bool {
+	remoteGen := c.remoteGen
+	if r := o.remote.Load(); r != nil {
+		remoteGen = (*r).Generation()
+	}
+	return c.gen >= gen && c.remoteGen == remoteGen
+}
+
+// SetRemote merges the extension servers' documents into these,
+// following r's changes from the next request on.
+func (o *Documents) SetRemote(r Remote) {
+	o.remote.Store(&r)
+	o.current()
+}
+
+// follow renders until the documents match the registry's and the
+// remote specs' generations.
 func (o *Documents) follow() {
 	for {
 		s := o.reg.Snapshot()
 		c := o.cur.Load()
 		o.mu.Lock()
-		if c.gen >= s.Generation() || o.closed {
+		if o.fresh(c, s.Generation()) || o.closed {
 			o.rendering = false
 			o.mu.Unlock()
 			return
 		}
 		o.mu.Unlock()
-		r, err := render(s, o.v)
+		var (
+			specs     RemoteSpecs
+			remoteGen uint64
+		)
+		if r := o.remote.Load(); r != nil {
+			// The generation first: specs newer than it render again.
+			remoteGen = (*r).Generation()
+			specs = (*r).Specs()
+		}
+		r, err := render(s, o.v, specs)
 		if err != nil {
 			r = &rendered{root: c.root, v3: c.v3, v2: c.v2, err: err}
 		}
-		r.gen = s.Generation()
+		r.gen, r.remoteGen = s.Generation(), remoteGen
 		o.cur.Store(r)
 	}
 }
@@ -245,7 +280,7 @@ func (o *Documents) Err() error { return o.current().err }
 // render renders the documents of the snapshot reg. The definitions are
 // built again each time (60ms) rather than kept (6.6MB) between the rare
 // registry changes.
-func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
+func render(reg *registry.Snapshot, v version.Info, remote RemoteSpecs) (*rendered, error) {
 	d := defs.New(reg.Scheme())
 	meta := metaNames{
 		deleteOptions: modelName[metav1.DeleteOptions](),
@@ -328,6 +363,14 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 			}
 		}
 	}
+	for key, body := range remote.V3 {
+		if _, local := o.v3[key]; local {
+			continue // kgate's own group: never shadowed
+		}
+		d := newDocument(body, v3Protobuf)
+		o.v3[key] = d
+		index.Paths[key] = indexEntry{ServerRelativeURL: hashedURL(key, d.hash)}
+	}
 	body, err := json.Marshal(index)
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode OpenAPI v3 index: %w", err)
@@ -341,7 +384,7 @@ func render(reg *registry.Snapshot, v version.Info) (*rendered, error) {
 	for _, name := range crRoots {
 		v2Names[name] = true
 	}
-	if o.v2, err = v2Document(d, v2Names, v2Custom, crDefs, v2Paths, crParams, v); err != nil {
+	if o.v2, err = v2Document(d, v2Names, v2Custom, crDefs, v2Paths, crParams, remote.V2, v); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -393,7 +436,7 @@ func v2Protobuf(body []byte) ([]byte, error) {
 // paths: kind List documents, create-only kinds) and for "kubectl explain
 // --output plaintext-openapiv2"; a 404 here would make "kubectl apply -f"
 // of a List fail.
-func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, crDefs map[string]spec.Schema, paths map[string]spec.PathItem, params map[string]spec.Parameter, v version.Info) (document, error) {
+func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*spec.Schema, crDefs map[string]spec.Schema, paths map[string]spec.PathItem, params map[string]spec.Parameter, remote []*spec.Swagger, v version.Info) (document, error) {
 	roots := make([]string, 0, len(names))
 	for name := range names {
 		roots = append(roots, name)
@@ -420,6 +463,13 @@ func v2Document(d *defs.Definitions, names map[string]bool, custom map[string]*s
 		}}},
 		Security: []map[string][]string{{"BearerToken": {}}},
 	}}
+	for _, r := range remote {
+		// As kube-aggregator: kgate's paths win, and a definition that
+		// differs from one of the same name is renamed.
+		if err := aggregator.MergeSpecsIgnorePathConflictRenamingDefinitionsAndParameters(swagger, r); err != nil {
+			return document{}, fmt.Errorf("cannot merge an extension server's OpenAPI v2 document: %w", err)
+		}
+	}
 	body, err := json.Marshal(swagger)
 	if err != nil {
 		return document{}, fmt.Errorf("cannot encode OpenAPI v2 document: %w", err)
