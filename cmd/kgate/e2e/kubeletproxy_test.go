@@ -18,7 +18,8 @@ import (
 // TestKubeletProxy runs kgate dev with the --kubelet-* flags and a fake
 // kubelet of the test (HTTPS on loopback, requiring kgate's kubelet
 // client certificate), and the real kubectl: logs (and logs -f, line by
-// line as the kubelet writes), exec over WebSocket and SPDY, port-forward
+// line as the kubelet writes), exec over WebSocket and SPDY (and its
+// admission as CONNECT by a ValidatingAdmissionPolicy), port-forward
 // over WebSocket and SPDY moving bytes both ways, and nodes/proxy.
 func TestKubeletProxy(t *testing.T) {
 	if testing.Short() {
@@ -111,6 +112,56 @@ spec:
 		if !strings.Contains(r.stderr, "container nope is not valid for pod app") {
 			t.Errorf("exec in a missing container: %s", r)
 		}
+	})
+
+	// exec passes admission as CONNECT with its PodExecOptions, as
+	// upstream's: a ValidatingAdmissionPolicy on pods/exec refuses one
+	// command and lets the others through.
+	t.Run("exec admission", func(t *testing.T) {
+		policy := filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(policy, []byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-rm-exec
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CONNECT"]
+      resources: ["pods/exec"]
+  validations:
+  - expression: "!('rm' in object.command) && object.kind == 'PodExecOptions'"
+    message: "no rm in exec"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-rm-exec
+spec:
+  policyName: no-rm-exec
+  validationActions: [Deny]
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k.ok(t, "apply", "-f", policy)
+		// The gateway's admission feed learns the policy a moment later.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := k.run("exec", "app", "--", "rm", "-rf", "/")
+			if r.err != nil && strings.Contains(r.stderr, "denied request: no rm in exec") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("exec of rm was not refused by the policy: %s", r)
+			}
+			time.Sleep(200 * time.Millisecond) // kubectl is a process: nothing to wait on but another run
+		}
+		if out := k.ok(t, "exec", "app", "--", "echo", "still", "allowed"); out != "still allowed\n" {
+			t.Fatalf("an allowed exec under the policy: %q", out)
+		}
+		k.ok(t, "delete", "-f", policy)
 	})
 
 	for _, websockets := range []string{"true", "false"} {

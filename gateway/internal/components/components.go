@@ -211,7 +211,7 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	}
 	if s.Kubelet, err = kubeletproxy.New(s.base, cfg.Kubelet, kubeletproxy.Deps{
 		Registry: b.Registry, Store: b.Store, Scheme: s.Semantics.Scheme(), Authorizer: s.Access.Authorizer(),
-		Logger: d.Logger.With("component", "kubeletproxy"),
+		Admission: s.Chain, Logger: d.Logger.With("component", "kubeletproxy"),
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/authentication/user"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	api "k8s.io/kubernetes/pkg/apis/core"
@@ -26,18 +27,19 @@ import (
 	"github.com/kgate/kgate/gateway/internal/requestinfo"
 )
 
-// handler resolves the target of a connect request (everything that can
-// fail before the connection is hijacked) and returns the net/http
+// handler admits a connect request (admitted), resolves its target
+// (everything that can fail before the connection is hijacked) and
+// returns the net/http
 // handler that proxies it, built as upstream's connect REST objects
 // (pkg/registry/core/pod/rest/subresources.go, node/rest/proxy.go)
 // build theirs.
-func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.Values) (http.Handler, error) {
+func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, u user.Info, query url.Values) (http.Handler, error) {
 	name := info.Name
 	responder := statusResponder{gr: schema.GroupResource{Resource: info.Resource}, name: name}
 	switch info.Resource + "/" + info.Subresource {
 	case "pods/exec":
 		opts := &api.PodExecOptions{}
-		if err := p.decode(query, opts); err != nil {
+		if err := p.connectOptions(ctx, info, u, query, &corev1.PodExecOptions{}, opts); err != nil {
 			return nil, err
 		}
 		loc, conn, err := pod.ExecLocation(ctx, podGetter{p}, p.conns, name, opts)
@@ -47,7 +49,7 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		return p.streamHandler(loc, conn, responder, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY}), nil
 	case "pods/attach":
 		opts := &api.PodAttachOptions{}
-		if err := p.decode(query, opts); err != nil {
+		if err := p.connectOptions(ctx, info, u, query, &corev1.PodAttachOptions{}, opts); err != nil {
 			return nil, err
 		}
 		loc, conn, err := pod.AttachLocation(ctx, podGetter{p}, p.conns, name, opts)
@@ -57,7 +59,7 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		return p.streamHandler(loc, conn, responder, translator.Options{Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY}), nil
 	case "pods/portforward":
 		opts := &api.PodPortForwardOptions{}
-		if err := p.decode(query, opts); err != nil {
+		if err := p.connectOptions(ctx, info, u, query, &corev1.PodPortForwardOptions{}, opts); err != nil {
 			return nil, err
 		}
 		loc, conn, err := pod.PortForwardLocation(ctx, podGetter{p}, p.conns, name, opts)
@@ -71,25 +73,37 @@ func (p *Proxy) handler(ctx context.Context, info *requestinfo.Info, query url.V
 		}
 		return h, nil
 	case "pods/proxy":
+		opts := &api.PodProxyOptions{}
+		if err := p.admitted(ctx, info, u, &corev1.PodProxyOptions{Path: proxyPath(info)}, opts); err != nil {
+			return nil, err
+		}
 		loc, rt, err := p.podLocation(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
+		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, opts.Path)
 		return p.upgradeAware(loc, rt, true, false, responder), nil
 	case "services/proxy":
+		opts := &api.ServiceProxyOptions{}
+		if err := p.admitted(ctx, info, u, &corev1.ServiceProxyOptions{Path: proxyPath(info)}, opts); err != nil {
+			return nil, err
+		}
 		loc, rt, err := p.serviceLocation(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
+		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, opts.Path)
 		return p.upgradeAware(loc, rt, true, false, responder), nil
 	case "nodes/proxy":
+		opts := &api.NodeProxyOptions{}
+		if err := p.admitted(ctx, info, u, &corev1.NodeProxyOptions{Path: proxyPath(info)}, opts); err != nil {
+			return nil, err
+		}
 		loc, rt, err := p.nodeLocation(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, proxyPath(info))
+		loc.Path = utilnet.JoinPreservingTrailingSlash(loc.Path, opts.Path)
 		return p.upgradeAware(loc, rt, true, false, responder), nil
 	}
 	return nil, fmt.Errorf("cannot proxy %s/%s: %w", info.Resource, info.Subresource, errors.New("not a connect subresource"))

@@ -1,7 +1,11 @@
 // Package kubeletproxy serves the connect subresources kube-apiserver
 // proxies: pods/log, pods/exec, pods/attach, pods/portforward (to the
 // kubelet of the pod's node), pods/proxy (to the pod) and nodes/proxy (to
-// the node), services/proxy (to an endpoint of the service). Targets are resolved by upstream's own helpers
+// the node), services/proxy (to an endpoint of the service). All but
+// pods/log first pass the admission chain as upstream's connect requests
+// do (operation CONNECT, the options as the object: webhooks and
+// admission policies may refuse or change them). Targets are resolved by
+// upstream's own helpers
 // (k8s.io/kubernetes/pkg/registry/core/pod, pkg/kubelet/client) over
 // kgate's store; requests are served on the connection hijacked from
 // fasthttp by upstream's net/http proxy handlers (apimachinery's
@@ -93,7 +97,10 @@ type Deps struct {
 	// attach and portforward, which arrive as GET (upstream's
 	// AuthorizePodWebsocketUpgradeCreatePermission).
 	Authorizer authz.Authorizer
-	Logger     *slog.Logger
+	// Admission admits exec, attach, portforward and the proxies
+	// (operation CONNECT); nil admits everything.
+	Admission Admission
+	Logger    *slog.Logger
 	// Resolver resolves kubelet host names; nil: net.DefaultResolver.
 	Resolver *net.Resolver
 }
@@ -238,7 +245,7 @@ func (p *Proxy) Serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.In
 	if info.Subresource == "log" {
 		return p.serveLog(ctx, rc, info, query)
 	}
-	h, err := p.handler(ctx, info, query)
+	h, err := p.handler(ctx, info, u, query)
 	if err != nil {
 		return err
 	}
@@ -268,7 +275,7 @@ func (p *Proxy) authorizeCreate(info *requestinfo.Info, u user.Info) error {
 }
 
 // proxyPath is the path after .../{name}/proxy, as upstream's "path"
-// connect parameter, keeping a trailing slash.
+// connect parameter: with a leading slash, keeping a trailing one.
 func proxyPath(info *requestinfo.Info) string {
 	if len(info.Parts) <= 3 {
 		if strings.HasSuffix(info.Path, "/proxy/") {
@@ -276,7 +283,7 @@ func proxyPath(info *requestinfo.Info) string {
 		}
 		return ""
 	}
-	p := strings.Join(info.Parts[3:], "/")
+	p := "/" + strings.Join(info.Parts[3:], "/")
 	if strings.HasSuffix(info.Path, "/") {
 		p += "/"
 	}

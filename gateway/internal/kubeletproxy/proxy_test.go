@@ -119,6 +119,7 @@ type env struct {
 type envConfig struct {
 	allowLoopback bool
 	deny          map[string]bool
+	admission     Admission
 }
 
 func newEnv(t *testing.T, ec envConfig) *env {
@@ -157,7 +158,7 @@ func newEnv(t *testing.T, ec envConfig) *env {
 	p, err := New(base, Config{
 		ClientCertFile: pki.ClientCertFile, ClientKeyFile: pki.ClientKeyFile, CAFile: pki.CAFile,
 		AllowLoopbackTargets: ec.allowLoopback,
-	}, Deps{Registry: reg, Store: objs, Scheme: testScheme(t), Authorizer: verbs{ec.deny}, Logger: slog.New(slog.DiscardHandler)})
+	}, Deps{Registry: reg, Store: objs, Scheme: testScheme(t), Authorizer: verbs{ec.deny}, Admission: ec.admission, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,8 @@ var immortal = map[string]bool{metav1.NamespaceDefault: true, metav1.NamespaceSy
 // Plugin is NamespaceLifecycle.
 type Plugin struct{ Namespaces Namespaces }
 
-// Admit implements admission.Mutator, first in the chain as upstream.
+// Admit implements admission.Mutator, first in the chain as upstream;
+// like upstream's it leaves connect requests alone.
 func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	gr := a.GVR().GroupResource()
 	if gr == corev1.Resource("namespaces") {
@@ -42,7 +43,7 @@ func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 		}
 		return nil
 	}
-	if !a.Resource.Namespaced || a.Namespace == "" || a.Operation == admission.Delete {
+	if !a.Resource.Namespaced || a.Namespace == "" || a.Operation == admission.Delete || a.Operation == admission.Connect {
 		return nil
 	}
 	ns, err := p.Namespaces.Namespace(ctx, a.Namespace)

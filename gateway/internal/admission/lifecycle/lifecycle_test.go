@@ -51,6 +51,8 @@ func TestAdmit(t *testing.T) {
 		{"create in a missing namespace", podsRes, admission.Create, "gone", "p", http.StatusNotFound, metav1.StatusReasonNotFound, false},
 		{"update in a missing namespace", podsRes, admission.Update, "gone", "p", http.StatusNotFound, metav1.StatusReasonNotFound, false},
 		{"delete in a missing namespace", podsRes, admission.Delete, "gone", "p", 0, "", false},
+		{"connect in a missing namespace", podsRes, admission.Connect, "gone", "p", 0, "", false},
+		{"connect in a terminating namespace", podsRes, admission.Connect, "terminating", "p", 0, "", false},
 		{"create in a terminating namespace", podsRes, admission.Create, "terminating", "p", http.StatusForbidden, metav1.StatusReasonForbidden, true},
 		{"create in a namespace being deleted", podsRes, admission.Create, "deleting", "p", http.StatusForbidden, metav1.StatusReasonForbidden, true},
 		{"update in a terminating namespace", podsRes, admission.Update, "terminating", "p", 0, "", false},
