@@ -2,8 +2,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/gateway"
 )
 
@@ -25,3 +29,28 @@ func addAggregatorFlags(fs *flag.FlagSet) *aggregatorFlags {
 func (a *aggregatorFlags) gateway(cfg *gateway.Config) { cfg.Aggregator = a.cfg }
 
 func (a *aggregatorFlags) dev(cfg *devcluster.Config) { cfg.Aggregator = a.cfg }
+
+// devFrontProxy gives `kgate dev` a front proxy, as kubeadm sets one up
+// for kube-apiserver, so extension API servers (metrics-server, ...)
+// work against it without further flags: a front-proxy CA and client
+// certificate kept in <dataDir>/front-proxy, presented to extension
+// servers and trusted for identity headers (X-Remote-User,
+// X-Remote-Group, X-Remote-Extra-*) from front-proxy-client alone. Any
+// front-proxy or request-header flag given leaves both sides as the
+// flags say.
+func (a *aggregatorFlags) devFrontProxy(dataDir string, rh *gateway.RequestHeaderConfig) error {
+	if a.cfg.ProxyClientCertFile != "" || a.cfg.ProxyClientKeyFile != "" || rh.ClientCAFile != "" || len(rh.AllowedNames) > 0 ||
+		len(rh.UsernameHeaders) > 0 || len(rh.UIDHeaders) > 0 || len(rh.GroupHeaders) > 0 || len(rh.ExtraHeaderPrefixes) > 0 {
+		return nil
+	}
+	fp, err := pki.EnsureFrontProxy(filepath.Join(dataDir, "front-proxy"), time.Now())
+	if err != nil {
+		return fmt.Errorf("cannot make the front-proxy certificates: %w", err)
+	}
+	a.cfg.ProxyClientCertFile, a.cfg.ProxyClientKeyFile = fp.CertFile, fp.KeyFile
+	*rh = gateway.RequestHeaderConfig{
+		ClientCAFile: fp.CAFile, AllowedNames: []string{pki.FrontProxyClientName},
+		UsernameHeaders: []string{"X-Remote-User"}, GroupHeaders: []string{"X-Remote-Group"}, ExtraHeaderPrefixes: []string{"X-Remote-Extra-"},
+	}
+	return nil
+}

@@ -50,6 +50,9 @@ func runDev(ctx context.Context, args []string) error {
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window, InsecureInternal: *insecureInternal,
 	}
 	dcfg.EtcdCompactionInterval, dcfg.EventTTL, dcfg.NodePortRange = *uf.compaction, *uf.eventTTL, *uf.nodePorts
+	if err := gf.devFrontProxy(*dataDir, &af.requestHeader); err != nil {
+		return err
+	}
 	af.dev(&dcfg)
 	of.dev(&dcfg)
 	kf.dev(&dcfg)
