@@ -8,6 +8,7 @@ HELM     := $(BIN)/helm
 KCM      := $(BIN)/kube-controller-manager
 KUBE_SCHEDULER := $(BIN)/kube-scheduler
 KWOK     := $(BIN)/kwok
+METRICS_SERVER := $(BIN)/metrics-server
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 DATA_DIR ?= .kgate
 LISTEN   ?= 127.0.0.1:6443
@@ -29,7 +30,12 @@ HELM_LDFLAGS := -s -w \
 	-X helm.sh/helm/v4/internal/version.version=v4.3.1 \
 	-X helm.sh/helm/v4/internal/version.gitTreeState=clean
 
-.PHONY: help build kubectl helm kube-controller-manager kube-scheduler kwok test-controlplane run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace conformance
+# metrics-server's own version variable (its Makefile sets the same); keep
+# in step with sigs.k8s.io/metrics-server in cmd/metrics-server/go.mod.
+METRICS_SERVER_LDFLAGS := -s -w \
+	-X k8s.io/client-go/pkg/version.gitVersion=v0.8.0
+
+.PHONY: help build kubectl helm kube-controller-manager kube-scheduler kwok metrics-server test-controlplane run cluster etcd-nats images test test-unit test-integration test-e2e bench fuzz verify clean k8s-replace conformance
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -56,6 +62,9 @@ kube-scheduler: ## build bin/kube-scheduler from k8s.io/kubernetes (pinned in cm
 kwok: ## build bin/kwok from sigs.k8s.io/kwok (pinned in cmd/kwok/go.mod)
 	cd cmd/kwok && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(KWOK) sigs.k8s.io/kwok/cmd/kwok
 
+metrics-server: ## build bin/metrics-server from sigs.k8s.io/metrics-server (pinned in cmd/metrics-server/go.mod)
+	cd cmd/metrics-server && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(METRICS_SERVER_LDFLAGS)" -o $(METRICS_SERVER) sigs.k8s.io/metrics-server/cmd/metrics-server
+
 # e2e.test: upstream's e2e suite (k8s.io/kubernetes/test/e2e, pinned in
 # cmd/e2e/go.mod) with the api-machinery specs. A heavy build (several
 # minutes cold): rebuilt only when cmd/e2e changes.
@@ -74,18 +83,18 @@ k8s-replace: ## regenerate go.mod's replace block pinning k8s.io/kubernetes's st
 run: build ## run kgate dev (embedded etcd and NATS) on $(LISTEN), data in $(DATA_DIR)
 	$(KGATE) dev --data-dir $(DATA_DIR) --listen $(LISTEN)
 
-test: build kubectl helm ## vet, then every test with -race (unit, integration, end-to-end with kubectl and helm)
+test: build kubectl helm metrics-server ## vet, then every test with -race (unit, integration, end-to-end with kubectl, helm and metrics-server)
 	$(GO) vet ./...
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) METRICS_SERVER_BIN=$(METRICS_SERVER) $(GO) test -race -count=1 -timeout 20m ./...
 
 test-unit: ## unit tests only (-short skips everything that starts etcd, NATS or the binary)
 	$(GO) test -short -count=1 ./...
 
-test-integration: build kubectl helm ## integration and end-to-end tests without -race
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -timeout 20m ./...
+test-integration: build kubectl helm metrics-server ## integration and end-to-end tests without -race
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) METRICS_SERVER_BIN=$(METRICS_SERVER) $(GO) test -count=1 -timeout 20m ./...
 
-test-e2e: build kubectl helm ## the end-to-end tests alone
-	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) $(GO) test -count=1 -v ./cmd/kgate/e2e/
+test-e2e: build kubectl helm metrics-server ## the end-to-end tests alone
+	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) METRICS_SERVER_BIN=$(METRICS_SERVER) $(GO) test -count=1 -v ./cmd/kgate/e2e/
 
 test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev (builds ~5 min, test ~2 min; run by .ci/run)
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) KCM_BIN=$(KCM) KUBE_SCHEDULER_BIN=$(KUBE_SCHEDULER) KWOK_BIN=$(KWOK) \

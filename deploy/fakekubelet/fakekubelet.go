@@ -3,9 +3,12 @@
 // serving /healthz, /containerLogs (follow streams lines as the test sends
 // them), /exec and /attach (kubelet's own remotecommand server from
 // k8s.io/cri-streaming, SPDY and WebSocket v1–v4: "echo" prints its
-// arguments, "cat" copies stdin) and /portForward (an echo service on
-// every port). It records the headers of every request it serves, so
-// tests can check what a proxy forwarded.
+// arguments, "cat" copies stdin), /portForward (an echo service on
+// every port) and /metrics/resource (the node's and its containers' CPU
+// and memory in the kubelet's Prometheus text format, as metrics-server
+// scrapes it, at the rates the test sets with SetUsage). It records the
+// headers of every request it serves, so tests can check what a proxy
+// forwarded.
 package fakekubelet
 
 import (
@@ -36,6 +39,7 @@ type Kubelet struct {
 	// configured ones.
 	Follow chan string
 	logs   []string
+	meter  *meter
 
 	mu   sync.Mutex // guards seen
 	seen []Request
@@ -57,13 +61,14 @@ func Start(pki *PKI, logs ...string) (*Kubelet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot listen: %w", err)
 	}
-	k := &Kubelet{pki: pki, ln: ln, done: make(chan struct{}), Follow: make(chan string), logs: logs}
+	k := &Kubelet{pki: pki, ln: ln, done: make(chan struct{}), Follow: make(chan string), logs: logs, meter: newMeter(time.Now)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("/containerLogs/{ns}/{pod}/{container}", k.serveLogs)
 	mux.HandleFunc("/exec/{ns}/{pod}/{container}", k.serveExec)
 	mux.HandleFunc("/attach/{ns}/{pod}/{container}", k.serveAttach)
 	mux.HandleFunc("/portForward/{ns}/{pod}", k.servePortForward)
+	mux.HandleFunc("GET /metrics/resource", k.serveResourceMetrics)
 	k.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k.record(r)
