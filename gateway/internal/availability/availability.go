@@ -393,20 +393,19 @@ func (c *Controller) discover(ctx context.Context, s *apiregistrationv1.APIServi
 	if s.Name == "v1." {
 		path = "/api/" + s.Spec.Version
 	}
-	// The first success ends the other attempts; all have ended when
+	// As upstream, a success does not cut the other attempts short (the
+	// extension server would log each cut request as a failure); each
+	// is bounded by the client's timeout, and all have ended when
 	// discover returns.
-	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	results := make(chan error, attempts)
 	for range attempts {
-		go func() { results <- c.discoverOnce(actx, client, s, path) }()
+		go func() { results <- c.discoverOnce(ctx, client, s, path) }()
 	}
 	passed := false
 	var last error
 	for range attempts {
 		if err := <-results; err == nil {
 			passed = true
-			cancel()
 		} else {
 			last = err
 		}
