@@ -12,6 +12,9 @@ import (
 // by its conversion strategy (crconvert.Converter).
 type Converter interface {
 	Convert(crd *apiextensionsv1.CustomResourceDefinition, obj *unstructured.Unstructured, version string) (*unstructured.Unstructured, error)
+	// ConvertList converts the items of one list in one call (one
+	// ConversionReview for a webhook).
+	ConvertList(crd *apiextensionsv1.CustomResourceDefinition, items []*unstructured.Unstructured, version string) ([]*unstructured.Unstructured, error)
 }
 
 // ConvertCustomResource returns obj, a custom resource of res's CRD in
@@ -22,6 +25,17 @@ type Converter interface {
 // failed: ...").
 func (s *Semantics) ConvertCustomResource(res *registry.Resource, obj *unstructured.Unstructured, version string) (*unstructured.Unstructured, error) {
 	out, err := s.conv.Convert(res.CRD, obj, version)
+	if err != nil {
+		return nil, apierror.ConversionFailed(err)
+	}
+	return out, nil
+}
+
+// ConvertCustomResources is ConvertCustomResource for the items of one
+// list, converted in one call as upstream converts a list: one
+// ConversionReview for a webhook, not one per object.
+func (s *Semantics) ConvertCustomResources(res *registry.Resource, objs []*unstructured.Unstructured, version string) ([]*unstructured.Unstructured, error) {
+	out, err := s.conv.ConvertList(res.CRD, objs, version)
 	if err != nil {
 		return nil, apierror.ConversionFailed(err)
 	}

@@ -31,6 +31,10 @@ func (failingConverter) Convert(*apiextensionsv1.CustomResourceDefinition, *unst
 	return nil, errors.New(`conversion webhook for example.com/v1, Kind=Widget failed: Post "https://127.0.0.1:1/convert": connection refused`)
 }
 
+func (failingConverter) ConvertList(*apiextensionsv1.CustomResourceDefinition, []*unstructured.Unstructured, string) ([]*unstructured.Unstructured, error) {
+	return nil, errors.New(`conversion webhook for example.com/v1, Kind=Widget failed: Post "https://127.0.0.1:1/convert": connection refused`)
+}
+
 func TestConvertCustomResource(t *testing.T) {
 	crd := widgetCRD()
 	res := &registry.Resource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", CRD: crd}
@@ -65,6 +69,10 @@ func TestConvertCustomResource(t *testing.T) {
 	}
 	if se.ErrStatus != want {
 		t.Errorf("a failed conversion: %+v, want upstream's %+v", se.ErrStatus, want)
+	}
+	_, err = s.ConvertCustomResources(res, []*unstructured.Unstructured{obj}, "v2")
+	if !errors.As(err, &se) || se.ErrStatus != want {
+		t.Errorf("a failed list conversion: %v, want upstream's %+v", err, want)
 	}
 
 	if _, err := New(reg, noBuiltin{}, nil); err == nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/cachenode/event"
+	"github.com/kgate/kgate/gateway/crconverttest"
 	"github.com/kgate/kgate/gateway/internal/crconvert"
 	"github.com/kgate/kgate/gateway/internal/customresource"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
@@ -210,5 +211,73 @@ func TestCustomResourceReadDefaults(t *testing.T) {
 	}
 	if f.Type != "ADDED" || color(t, f.Object) != "blue" {
 		t.Errorf("delivered event: %s %s", f.Type, f.Object)
+	}
+}
+
+// TestCustomResourceListConversion: a list of a version other than the
+// stored one converts each etcd page in one ConversionReview, as
+// upstream converts a list, and selects on the converted objects: v2's
+// selectable field spec.replicas is v1's spec.size in storage.
+func TestCustomResourceListConversion(t *testing.T) {
+	hook := crconverttest.New(crconverttest.RenameField("v1", "size", "replicas"))
+	defer hook.Close()
+	crd := gadgetCRD()
+	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1", Served: true, Storage: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.size"}}},
+		{Name: "v2", Served: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.replicas"}}},
+	}
+	crd.Spec.Conversion = hook.Conversion("v1")
+	e := newEnv(t, func(cfg *Config) {
+		if err := cfg.Registry.Add(crds.Resources(crd)...); err != nil {
+			t.Fatal(err)
+		}
+		conv, err := crconvert.New(crconvert.Config{Logger: cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sem, err := customresource.New(cfg.Registry, semantics(t), conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Semantics = sem
+		table, err := ranges.Default(cfg.Registry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Ranges = table
+	})
+	for i, name := range []string{"a", "b", "c"} {
+		g := gadget(name, 0, nil)
+		g.Object["spec"] = map[string]any{"size": int64(i + 1)}
+		e.seed(gadgets, g)
+	}
+
+	var list unstructured.UnstructuredList
+	r := e.do("GET", "/apis/example.com/v2/namespaces/ns/gadgets?fieldSelector=spec.replicas%3D2", nil)
+	if r.code != 200 {
+		t.Fatalf("list v2 by spec.replicas: %d %s", r.code, r.body)
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].GetName() != "b" || list.Items[0].GetAPIVersion() != "example.com/v2" {
+		t.Fatalf("v2 gadgets with spec.replicas=2: %v, want b alone, in v2", list.Items)
+	}
+	if reviews, objects := hook.Counts(); reviews != 1 || objects != 3 {
+		t.Errorf("%d conversion reviews of %d objects, want the page of 3 in one", reviews, objects)
+	}
+
+	// Unselected: every item, converted in one review again.
+	r = e.do("GET", "/apis/example.com/v2/namespaces/ns/gadgets", nil)
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Items) != 3 {
+		t.Fatalf("list v2: %d %s", r.code, r.body)
+	}
+	for i, it := range list.Items {
+		if n, _, _ := unstructured.NestedInt64(it.Object, "spec", "replicas"); n != int64(i+1) {
+			t.Errorf("%s: spec.replicas %d, want %d", it.GetName(), n, i+1)
+		}
+	}
+	if reviews, objects := hook.Counts(); reviews != 2 || objects != 6 {
+		t.Errorf("%d conversion reviews of %d objects after two lists, want 2 of 6", reviews, objects)
 	}
 }

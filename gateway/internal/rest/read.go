@@ -238,7 +238,11 @@ func (h *Handler) list(ctx context.Context, r *request) error {
 
 // listFromEtcd serves a list straight from etcd: the fallback when the
 // cache cannot answer (a snapshot older than its window), and the path of
-// resources stored as another kind. Selectors are applied here.
+// resources stored as another kind. Selectors are applied here: to
+// custom resources once converted to the requested version (each page
+// converted in one call), as upstream's storage of that version selects
+// them, since a selectable field's path or a label may differ between
+// versions.
 func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) error {
 	opts := storage.ListOptions{Limit: o.limit}
 	if o.cont != nil {
@@ -264,7 +268,13 @@ func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) 
 		if err != nil {
 			return err
 		}
-		for _, obj := range res.Items {
+		items := res.Items
+		if r.res.CRD != nil {
+			if items, err = h.servedCRs(r.res, res.Items); err != nil {
+				return err
+			}
+		}
+		for _, obj := range items {
 			ok, err := h.matches(r, obj, o.labels, o.fields)
 			if err != nil {
 				return err
@@ -280,13 +290,16 @@ func (h *Handler) listFromEtcd(ctx context.Context, r *request, o *listOptions) 
 		opts.Revision, opts.After = res.Revision, res.Last
 		opts.Limit = o.limit - int64(len(objs))
 	}
-	served := make([]runtime.Object, 0, len(objs))
-	for _, obj := range objs {
-		s, err := h.toServed(r.res, obj)
-		if err != nil {
-			return err
+	served := objs
+	if r.res.CRD == nil {
+		served = make([]runtime.Object, 0, len(objs))
+		for _, obj := range objs {
+			s, err := h.toServed(r.res, obj)
+			if err != nil {
+				return err
+			}
+			served = append(served, s)
 		}
-		served = append(served, s)
 	}
 	cont := ""
 	var remaining *int64

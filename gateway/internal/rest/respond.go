@@ -40,6 +40,34 @@ func (h *Handler) decodeServed(res *registry.Resource, data []byte) (runtime.Obj
 	return h.served(res, obj)
 }
 
+// decodeServedList is decodeServed for the items of one list; custom
+// resources are converted together (servedList).
+func (h *Handler) decodeServedList(res *registry.Resource, items [][]byte) ([]runtime.Object, error) {
+	if res.CRD == nil {
+		objs := make([]runtime.Object, len(items))
+		for i, it := range items {
+			var err error
+			if objs[i], err = h.decodeServed(res, it); err != nil {
+				return nil, err
+			}
+		}
+		return objs, nil
+	}
+	us := make([]*unstructured.Unstructured, len(items))
+	for i, it := range items {
+		obj, err := h.decodeStored(res, it)
+		if err != nil {
+			return nil, err
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("cannot decode a custom resource: got %T", obj)
+		}
+		us[i] = u
+	}
+	return h.servedList(res, us)
+}
+
 // decodeStored decodes an object's stored JSON into its typed form.
 func (h *Handler) decodeStored(res *registry.Resource, data []byte) (runtime.Object, error) {
 	obj, err := h.cfg.Registry.NewStored(res)
@@ -80,6 +108,62 @@ type crConverter interface {
 	// ConvertsReads: objects read from storage may be in another
 	// version than res's (and are decoded to be served).
 	ConvertsReads(res *registry.Resource) bool
+}
+
+// crListConverter is implemented by semantics that convert the custom
+// resources of a list in one call (customresource.Semantics).
+type crListConverter interface {
+	ConvertCustomResources(res *registry.Resource, objs []*unstructured.Unstructured, version string) ([]*unstructured.Unstructured, error)
+}
+
+// servedList is served for the stored objects of one list, which this
+// request owns: custom resources get their read defaults, then are
+// converted to res's version together (one ConversionReview for a
+// webhook, as upstream converts a list); other objects one by one.
+func (h *Handler) servedList(res *registry.Resource, objs []*unstructured.Unstructured) ([]runtime.Object, error) {
+	c, ok := h.cfg.Semantics.(crListConverter)
+	if !ok || res.CRD == nil {
+		out := make([]runtime.Object, len(objs))
+		for i, obj := range objs {
+			var err error
+			if out[i], err = h.served(res, obj); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if def := h.readDefaults(res); def != nil {
+		for _, u := range objs {
+			def(u)
+		}
+	}
+	conv, err := c.ConvertCustomResources(res, objs, res.Version)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runtime.Object, len(conv))
+	for i, u := range conv {
+		out[i] = u
+	}
+	return out, nil
+}
+
+// servedCRs is servedList for custom resources read from storage, which
+// may be shared: copied first when reading gives them defaults.
+func (h *Handler) servedCRs(res *registry.Resource, objs []runtime.Object) ([]runtime.Object, error) {
+	copyFirst := h.readDefaults(res) != nil
+	us := make([]*unstructured.Unstructured, len(objs))
+	for i, obj := range objs {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("cannot serve a custom resource: got %T", obj)
+		}
+		if copyFirst {
+			u = u.DeepCopy()
+		}
+		us[i] = u
+	}
+	return h.servedList(res, us)
 }
 
 // crConvert converts obj to version when it is a custom resource and the
@@ -259,13 +343,9 @@ func (h *Handler) tableVersion(r *request, t *metav1.Table, err error) (*metav1.
 func (h *Handler) writeList(r *request, items [][]byte, format client.Format, rev int64, cont string, remaining *int64) error {
 	m := r.media
 	if m.As != negotiate.AsObject || h.decodesReads(r.res) {
-		objs := make([]runtime.Object, 0, len(items))
-		for _, it := range items {
-			obj, err := h.decodeServed(r.res, it)
-			if err != nil {
-				return err
-			}
-			objs = append(objs, obj)
+		objs, err := h.decodeServedList(r.res, items)
+		if err != nil {
+			return err
 		}
 		return h.writeObjectList(r, objs, rev, cont, remaining)
 	}
