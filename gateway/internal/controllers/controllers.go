@@ -56,8 +56,9 @@ type Config struct {
 // Deps are what the controllers run on; all required.
 type Deps struct {
 	Backend *backend.Backend
-	// Semantics is upstream's create semantics (builtin.Semantics), for
-	// the kubernetes Service.
+	// Semantics is upstream's semantics (builtin.Semantics): its create
+	// for the kubernetes Service, its delete for the objects of a
+	// deleted CRD (crdcontroller.Deleter).
 	Semantics kubernetesservice.Semantics
 	Logger    *slog.Logger
 	Metrics   prometheus.Registerer
@@ -107,7 +108,11 @@ func New(cfg Config, d Deps) (*Controllers, error) {
 func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 	b := d.Backend
 	log := func(name string) *slog.Logger { return d.Logger.With("controller", name) }
-	crds, err := crdcontroller.New(crdcontroller.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: d.Logger})
+	deleter, ok := d.Semantics.(crdcontroller.Deleter)
+	if !ok {
+		return nil, fmt.Errorf("cannot make the cluster-wide controllers: the semantics (%T) do not decide deletes", d.Semantics)
+	}
+	crds, err := crdcontroller.New(crdcontroller.Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Deleter: deleter, Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,11 @@
 // given: PluralConflict, KindConflict, ...), Established once the names
 // are accepted, status.storedVersions, and on deletion the
 // customresourcecleanup.apiextensions.k8s.io finalizer: the Terminating
-// condition, every object under the CRD's etcd prefix
-// (/registry/<group>/<plural>/) deleted, then the finalizer removed, which
-// removes the CRD. It must run in one member of the tier at a time
+// condition, every object of the CRD deleted as a client's delete would
+// (upstream's crdFinalizer deletes each namespace's collection): an
+// object with finalizers is marked (deletionTimestamp) and waited for
+// until its controllers let it go, the others are removed; once none is
+// left, the finalizer is removed, which removes the CRD. It must run in one member of the tier at a time
 // (gateway/internal/leader); every write is a compare-and-swap on the
 // CRD's resourceVersion, so a write based on a stale read fails instead of
 // undoing a newer one.
@@ -29,11 +31,14 @@ import (
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/gateway/internal/follow"
 	"github.com/kgate/kgate/storage"
+	"github.com/kgate/kgate/storage/crds"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -41,6 +46,14 @@ import (
 type Store interface {
 	List(ctx context.Context, res *registry.Resource, ns string, opts storage.ListOptions) (*storage.ListResult, error)
 	Update(ctx context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, tryUpdate storage.UpdateFunc) (runtime.Object, error)
+	Delete(ctx context.Context, res *registry.Resource, ns, name string, pre storage.Preconditions, decide storage.DeleteFunc) (runtime.Object, bool, error)
+}
+
+// Deleter decides a delete as a client's delete is decided: upstream's
+// rest.BeforeDelete and the registry's finalizer rules
+// (builtin.Semantics).
+type Deleter interface {
+	Delete(ctx context.Context, res *registry.Resource, obj runtime.Object, opts *metav1.DeleteOptions) (runtime.Object, storage.DeleteAction, error)
 }
 
 // Etcd is what the controller needs of an etcd client: a watch on the
@@ -55,6 +68,7 @@ type Config struct {
 	Store    Store
 	Etcd     Etcd
 	Registry *registry.Registry
+	Deleter  Deleter
 	Logger   *slog.Logger
 	// Backoff is the pause after a failed pass or watch. Default 1s.
 	Backoff time.Duration
@@ -69,12 +83,13 @@ type Controller struct {
 	res      *registry.Resource
 	log      *slog.Logger
 	builtins map[schema.GroupResource]bool // what a CRD must not delete the objects of
+	waiting  bool                          // the last pass left objects of a deleted CRD waiting
 }
 
 // New checks cfg.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Store == nil || cfg.Etcd == nil || cfg.Registry == nil || cfg.Logger == nil {
-		return nil, errors.New("cannot make the CRD controller: Store, Etcd, Registry and Logger are required")
+	if cfg.Store == nil || cfg.Etcd == nil || cfg.Registry == nil || cfg.Deleter == nil || cfg.Logger == nil {
+		return nil, errors.New("cannot make the CRD controller: Store, Etcd, Registry, Deleter and Logger are required")
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = time.Second
@@ -98,9 +113,19 @@ func (c *Controller) Run(ctx context.Context) {
 		Prefixes: []follow.Prefix{{Key: c.res.ListPrefix("")}},
 	}, func(ctx context.Context) (int64, time.Duration, error) {
 		rev, err := c.Sync(ctx)
-		return rev, 0, err
+		var next time.Duration
+		if c.waiting {
+			// Objects of a deleted CRD wait for their finalizers: look
+			// again, as upstream's finalizer requeues.
+			next = recheckInstances
+		}
+		return rev, next, err
 	})
 }
+
+// recheckInstances is how soon a deleted CRD whose objects still have
+// finalizers is looked at again.
+const recheckInstances = 5 * time.Second
 
 // Sync reads every CRD and brings each one's status up to date, the
 // oldest first (of two CRDs asking for one name, the older gets it). It
@@ -116,6 +141,7 @@ func (c *Controller) Sync(ctx context.Context) (int64, error) {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
+	c.waiting = false
 	var errs []error
 	for i, crd := range crds {
 		out, err := c.sync(ctx, crd, crds)
@@ -184,12 +210,13 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 			Reason: "OverlappingBuiltInResource", Message: "instances overlap with built-in resources in storage",
 		})
 	case apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established):
-		cond, err := c.deleteInstances(ctx, gr)
+		cond, remain, err := c.deleteInstances(ctx, crd, gr)
 		apiextensionshelpers.SetCRDCondition(next, cond)
-		if err != nil {
+		if err != nil || remain {
 			if _, werr := c.write(ctx, crd, next); werr != nil {
-				c.log.Warn("cannot record the failed cleanup", "crd", crd.Name, "err", werr)
+				c.log.Warn("cannot record the cleanup's progress", "crd", crd.Name, "err", werr)
 			}
+			c.waiting = c.waiting || remain
 			return nil, err
 		}
 	default:
@@ -203,22 +230,64 @@ func (c *Controller) finalize(ctx context.Context, crd *apiextensionsv1.CustomRe
 }
 
 // deleteInstances deletes every object of the custom resource, in every
-// namespace, in one etcd request, and returns the Terminating condition
-// to record.
-func (c *Controller) deleteInstances(ctx context.Context, gr schema.GroupResource) (apiextensionsv1.CustomResourceDefinitionCondition, error) {
-	prefix := "/registry/" + gr.Group + "/" + gr.Resource + "/"
-	resp, err := c.cfg.Etcd.Delete(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
+// namespace, each as a client's delete of it would (Deleter: an object
+// with finalizers is only marked), and returns the Terminating condition
+// to record and whether objects remain (waiting for their finalizers), as
+// upstream's crdFinalizer. Objects the registry cannot read (no served
+// resource for the CRD's storage version) go by their etcd prefix.
+func (c *Controller) deleteInstances(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, gr schema.GroupResource) (apiextensionsv1.CustomResourceDefinitionCondition, bool, error) {
+	failed := func(err error) (apiextensionsv1.CustomResourceDefinitionCondition, bool, error) {
 		return apiextensionsv1.CustomResourceDefinitionCondition{
 			Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
 			Reason: "InstanceDeletionFailed", Message: fmt.Sprintf("could not issue all deletes: %v", err),
-		}, fmt.Errorf("cannot delete the objects of %s: %w", gr, err)
+		}, false, fmt.Errorf("cannot delete the objects of %s: %w", gr, err)
 	}
-	c.log.Info("deleted the objects of a deleted CRD", "resource", gr.String(), "objects", resp.Deleted)
+	res, ok := c.cfg.Registry.Lookup(gr.WithVersion(crds.StorageVersion(crd)))
+	if !ok {
+		prefix := "/registry/" + gr.Group + "/" + gr.Resource + "/"
+		resp, err := c.cfg.Etcd.Delete(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			return failed(err)
+		}
+		c.log.Info("deleted the objects of a deleted CRD by prefix", "resource", gr.String(), "objects", resp.Deleted)
+		return deletionCompleted(), false, nil
+	}
+	objs, _, err := storage.ListAll[*unstructured.Unstructured](ctx, c.cfg.Store, res, "")
+	if err != nil {
+		return failed(err)
+	}
+	remain, removed := 0, 0
+	for _, o := range objs {
+		_, deleted, err := c.cfg.Store.Delete(ctx, res, o.GetNamespace(), o.GetName(), storage.Preconditions{},
+			func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
+				return c.cfg.Deleter.Delete(ctx, res, cur, &metav1.DeleteOptions{})
+			})
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+		case err != nil:
+			return failed(err)
+		case deleted:
+			removed++
+		default:
+			remain++
+		}
+	}
+	c.log.Info("deleted the objects of a deleted CRD", "resource", gr.String(), "removed", removed, "waiting for finalizers", remain)
+	if remain > 0 {
+		return apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
+			Reason:  "InstanceDeletionCheck",
+			Message: fmt.Sprintf("could not confirm zero CustomResources remaining: %d waiting for their finalizers", remain),
+		}, true, nil
+	}
+	return deletionCompleted(), false, nil
+}
+
+func deletionCompleted() apiextensionsv1.CustomResourceDefinitionCondition {
 	return apiextensionsv1.CustomResourceDefinitionCondition{
 		Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionFalse,
 		Reason: "InstanceDeletionCompleted", Message: "removed all instances",
-	}, nil
+	}
 }
 
 // write stores next in place of cur if cur is still the stored state

@@ -12,7 +12,9 @@ import (
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/gateway/internal/builtin"
 	"github.com/kgate/kgate/storage"
@@ -29,8 +31,9 @@ func TestNewValidates(t *testing.T) {
 
 // TestController runs the controller on real etcd: a CRD gets its names
 // and is established, a second one asking for a kind the first has is
-// refused, deleting the first removes its objects and then it, and the
-// kind it freed goes to the second.
+// refused, deleting the first removes its objects as clients' deletes
+// would (one with a finalizer is marked and waited for) and then it, and
+// the kind it freed goes to the second.
 func TestController(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
@@ -43,7 +46,11 @@ func TestController(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	c, err := New(Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Logger: log, Backoff: 10 * time.Millisecond})
+	sem, err := builtin.New(registry.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Store: b.Store, Etcd: b.Etcd, Registry: b.Registry, Deleter: sem, Logger: log, Backoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +107,23 @@ func TestController(t *testing.T) {
 		t.Error(err)
 	}
 
-	// Objects of widgets, cluster-wide and in namespaces; an object of
-	// another resource whose prefix starts alike stays.
-	for _, k := range []string{"/registry/example.com/widgets/ns1/a", "/registry/example.com/widgets/ns2/b"} {
-		if _, err := cli.Put(t.Context(), k, `{"apiVersion":"example.com/v1","kind":"Widget"}`); err != nil {
+	// Objects of widgets in two namespaces, one with a finalizer; an
+	// object of another resource whose prefix starts alike stays.
+	var widgets *registry.Resource
+	storagetest.Eventually(t, 10*time.Second, "widgets served", func() error {
+		var ok bool
+		if widgets, ok = b.Registry.Lookup(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}); !ok {
+			return errors.New("not in the registry")
+		}
+		return nil
+	})
+	for _, w := range []struct{ ns, name, finalizer string }{{"ns1", "a", ""}, {"ns2", "b", "example.com/cleanup"}} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": w.name, "namespace": w.ns, "generation": int64(1)}}}
+		if w.finalizer != "" {
+			u.SetFinalizers([]string{w.finalizer})
+		}
+		if _, err := b.Store.Create(t.Context(), widgets, u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,11 +133,8 @@ func TestController(t *testing.T) {
 	}
 	// The first delete marks the CRD (upstream's REST.Delete through
 	// builtin: finalizer, Terminating); the controller deletes the
-	// objects and then the CRD.
-	sem, err := builtin.New(registry.Builtin())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// objects as a client's delete would: a, with no finalizer, goes; b
+	// is marked and waited for, with the CRD.
 	obj, deleted, err := b.Store.Delete(t.Context(), res, "", "widgets.example.com", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
 		return sem.Delete(t.Context(), res, cur, &metav1.DeleteOptions{})
 	})
@@ -127,7 +144,26 @@ func TestController(t *testing.T) {
 	if !apiextensionshelpers.CRDHasFinalizer(obj.(*apiextensionsv1.CustomResourceDefinition), apiextensionsv1.CustomResourceCleanupFinalizer) {
 		t.Error("the first delete did not add the cleanup finalizer")
 	}
-	storagetest.Eventually(t, 10*time.Second, "widgets removed", func() error {
+	storagetest.Eventually(t, 10*time.Second, "the cleanup waiting for b's finalizer",
+		condition("widgets.example.com", apiextensionsv1.Terminating, "True", "InstanceDeletionCheck"))
+	if _, err := b.Store.Get(t.Context(), widgets, "ns1", "a", 0); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("a, without finalizers: %v, want removed", err)
+	}
+	bObj, err := b.Store.Get(t.Context(), widgets, "ns2", "b", 0)
+	if err != nil {
+		t.Fatalf("b, with a finalizer: %v, want kept until its finalizer goes", err)
+	}
+	if m := bObj.(*unstructured.Unstructured); m.GetDeletionTimestamp() == nil || m.GetGeneration() != 2 {
+		t.Errorf("b: deletionTimestamp %v, generation %d; want marked for deletion, generation 2", m.GetDeletionTimestamp(), m.GetGeneration())
+	}
+	// Its controller lets b go: then the CRD goes.
+	if _, err := b.Store.Update(t.Context(), widgets, "ns2", "b", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
+		cur.(*unstructured.Unstructured).SetFinalizers(nil)
+		return cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Eventually(t, 20*time.Second, "widgets removed", func() error {
 		if _, err := get("widgets.example.com"); !errors.Is(err, storage.ErrNotFound) {
 			return fmt.Errorf("get: %v, want not found", err)
 		}
