@@ -126,7 +126,7 @@ BENCH_FLAGS ?= --runs 3 --duration 2s --concurrency 8 \
 	--scenario etcd \
 	--cleanup=false
 
-.PHONY: bench bench-build bench-against bench-micro
+.PHONY: bench bench-build bench-against bench-micro bench-compare kube-apiserver
 
 bench: build bench-build ## load suite against a fresh kgate dev (~3 min): JSON, Markdown, PNG in bench/results/
 	$(BENCH) --start-kgate $(KGATE) --out $(BENCH_OUT) $(BENCH_FLAGS)
@@ -140,6 +140,17 @@ bench-against: bench-build ## the same suite against KUBECONFIG (and COMPARE_KUB
 		$(if $(COMPARE_KUBECONFIG),--compare-kubeconfig $(COMPARE_KUBECONFIG)) $(if $(COMPARE_PIDS),--compare-pids $(COMPARE_PIDS)) \
 		$(if $(ETCD_ENDPOINTS),--etcd-endpoints $(ETCD_ENDPOINTS)) \
 		--out $(BENCH_OUT) $(filter-out --cleanup=false,$(BENCH_FLAGS))
+
+# kube-apiserver for the side-by-side comparison only: upstream's own main
+# package from k8s.io/kubernetes in its nested module, never linked into
+# kgate; the version flags kubectl gets (v1.37.2).
+KUBE_APISERVER := $(BIN)/kube-apiserver
+
+kube-apiserver: ## build bin/kube-apiserver from k8s.io/kubernetes (pinned in bench/kube-apiserver/go.mod), for bench-compare
+	cd bench/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+
+bench-compare: build etcd-nats bench-build kube-apiserver ## kgate (production roles: CACHENODES, GATEWAYS, default 1 and 1) and kube-apiserver side by side on one etcd; BENCH_FLAGS; report with ratios in bench/results/
+	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) BENCH_FLAGS="$(BENCH_FLAGS)" bench/compare.sh
 
 bench-micro: ## micro-benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./...
