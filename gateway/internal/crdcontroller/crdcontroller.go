@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,7 +33,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -252,16 +252,37 @@ func (c *Controller) deleteInstances(ctx context.Context, crd *apiextensionsv1.C
 		c.log.Info("deleted the objects of a deleted CRD by prefix", "resource", gr.String(), "objects", resp.Deleted)
 		return deletionCompleted(), false, nil
 	}
-	objs, _, err := storage.ListAll[*unstructured.Unstructured](ctx, c.cfg.Store, res, "")
+	// By their keys, not their metadata: an object is deleted where it
+	// is stored.
+	prefix := res.ListPrefix("")
+	resp, err := c.cfg.Etcd.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return failed(err)
 	}
 	remain, removed := 0, 0
-	for _, o := range objs {
-		_, deleted, err := c.cfg.Store.Delete(ctx, res, o.GetNamespace(), o.GetName(), storage.Preconditions{},
+	for _, kv := range resp.Kvs {
+		ns, name := "", strings.TrimPrefix(string(kv.Key), prefix)
+		if res.Namespaced {
+			ns, name, _ = strings.Cut(name, "/")
+		}
+		_, deleted, err := c.cfg.Store.Delete(ctx, res, ns, name, storage.Preconditions{},
 			func(cur runtime.Object) (runtime.Object, storage.DeleteAction, error) {
 				return c.cfg.Deleter.Delete(ctx, res, cur, &metav1.DeleteOptions{})
 			})
+		if errors.Is(err, storage.ErrInvalidObject) {
+			// Not an object storage can read (nor one with finalizers
+			// anyone could remove): it goes as it is, if unchanged.
+			txn, terr := c.cfg.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+				Then(clientv3.OpDelete(string(kv.Key))).Commit()
+			if terr != nil {
+				return failed(terr)
+			}
+			deleted, err = txn.Succeeded, nil
+			if !txn.Succeeded {
+				remain++ // changed meanwhile: the next pass sees it
+				continue
+			}
+		}
 		switch {
 		case errors.Is(err, storage.ErrNotFound):
 		case err != nil:

@@ -127,6 +127,16 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Stored objects whose metadata does not match their key, or that
+	// do not decode at all, go by their key.
+	for k, v := range map[string]string{
+		"/registry/example.com/widgets/ns3/raw":     `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"other"}}`,
+		"/registry/example.com/widgets/ns3/garbage": `not json`,
+	} {
+		if _, err := cli.Put(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	keep := "/registry/example.com/widgetsextra/ns1/c"
 	if _, err := cli.Put(t.Context(), keep, `{}`); err != nil {
 		t.Fatal(err)
