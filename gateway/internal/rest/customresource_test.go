@@ -60,12 +60,12 @@ func gadgetCRD() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-// newCREnv is newEnv serving gadgets through the custom resource
-// semantics.
-func newCREnv(t *testing.T) *env {
+// newCREnv is newEnv serving crd's resources through the custom
+// resource semantics.
+func newCREnv(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *env {
 	t.Helper()
 	return newEnv(t, func(cfg *Config) {
-		if err := cfg.Registry.Add(crds.Resources(gadgetCRD())...); err != nil {
+		if err := cfg.Registry.Add(crds.Resources(crd)...); err != nil {
 			t.Fatal(err)
 		}
 		conv, err := crconvert.New(crconvert.Config{Logger: cfg.Logger})
@@ -104,7 +104,7 @@ func gadget(name string, replicas int64, status map[string]any) *unstructured.Un
 // scale subresource read and write the CRD's replicas paths, as
 // upstream's ScaleREST.
 func TestCustomResourceScale(t *testing.T) {
-	e := newCREnv(t)
+	e := newCREnv(t, gadgetCRD())
 	e.seed(gadgets, gadget("g", 2, map[string]any{"replicas": int64(1), "selector": "app=g"}))
 	const path = "/apis/example.com/v1/namespaces/ns/gadgets/g/scale"
 	var s autoscalingv1.Scale
@@ -154,7 +154,7 @@ func TestCustomResourceScale(t *testing.T) {
 // added are served with it on get, list and watch, as upstream's storage
 // decoder defaults them; the stored bytes keep none.
 func TestCustomResourceReadDefaults(t *testing.T) {
-	e := newCREnv(t)
+	e := newCREnv(t, gadgetCRD())
 	e.seed(gadgets, gadget("a", 1, nil), gadget("b", 1, nil))
 	color := func(t *testing.T, body []byte) string {
 		t.Helper()
@@ -227,25 +227,7 @@ func TestCustomResourceListConversion(t *testing.T) {
 		{Name: "v2", Served: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.replicas"}}},
 	}
 	crd.Spec.Conversion = hook.Conversion("v1")
-	e := newEnv(t, func(cfg *Config) {
-		if err := cfg.Registry.Add(crds.Resources(crd)...); err != nil {
-			t.Fatal(err)
-		}
-		conv, err := crconvert.New(crconvert.Config{Logger: cfg.Logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sem, err := customresource.New(cfg.Registry, semantics(t), conv)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Semantics = sem
-		table, err := ranges.Default(cfg.Registry)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Ranges = table
-	})
+	e := newCREnv(t, crd)
 	for i, name := range []string{"a", "b", "c"} {
 		g := gadget(name, 0, nil)
 		g.Object["spec"] = map[string]any{"size": int64(i + 1)}

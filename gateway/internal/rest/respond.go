@@ -116,13 +116,14 @@ type crListConverter interface {
 	ConvertCustomResources(res *registry.Resource, objs []*unstructured.Unstructured, version string) ([]*unstructured.Unstructured, error)
 }
 
-// servedList is served for the stored objects of one list, which this
-// request owns: custom resources get their read defaults, then are
+// servedList is served for the stored custom resources of one list,
+// which this request owns: they get their read defaults, then are
 // converted to res's version together (one ConversionReview for a
-// webhook, as upstream converts a list); other objects one by one.
+// webhook, as upstream converts a list); one by one by semantics that
+// cannot convert a list.
 func (h *Handler) servedList(res *registry.Resource, objs []*unstructured.Unstructured) ([]runtime.Object, error) {
 	c, ok := h.cfg.Semantics.(crListConverter)
-	if !ok || res.CRD == nil {
+	if !ok {
 		out := make([]runtime.Object, len(objs))
 		for i, obj := range objs {
 			var err error
