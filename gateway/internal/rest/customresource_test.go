@@ -2,6 +2,7 @@ package rest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -261,5 +262,129 @@ func TestCustomResourceListConversion(t *testing.T) {
 	}
 	if reviews, objects := hook.Counts(); reviews != 2 || objects != 6 {
 		t.Errorf("%d conversion reviews of %d objects after two lists, want 2 of 6", reviews, objects)
+	}
+}
+
+// TestCustomResourceWatchSelectsServed: a watch of v2 selecting on v2's
+// selectable field spec.replicas (v1's spec.size in storage) asks the hub
+// for the namespace alone and selects each event once converted, with
+// the hub's classification (into the selection: ADDED, out of it:
+// DELETED with the previous state); each event is converted once for
+// all watchers of the version.
+func TestCustomResourceWatchSelectsServed(t *testing.T) {
+	hook := crconverttest.New(crconverttest.RenameField("v1", "size", "replicas"))
+	defer hook.Close()
+	crd := gadgetCRD()
+	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1", Served: true, Storage: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.size"}}},
+		{Name: "v2", Served: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.replicas"}}},
+	}
+	crd.Spec.Conversion = hook.Conversion("v1")
+	e := newCREnv(t, crd)
+	ln := e.server()
+	const uri = "/apis/example.com/v2/namespaces/ns/gadgets?watch=1&resourceVersion=5&fieldSelector=spec.replicas%3D2"
+	var watchers []*watchClient
+	var streams []*fakeStream
+	for range 2 {
+		watchers = append(watchers, e.watch(ln, uri))
+		s := <-e.hub.started
+		if s.filter.Namespace != "ns" || (s.filter.Fields != nil && !s.filter.Fields.Empty()) || (s.filter.Labels != nil && !s.filter.Labels.Empty()) {
+			t.Errorf("hub filter %+v, want namespace ns alone", s.filter)
+		}
+		streams = append(streams, s)
+	}
+	stored := func(name string, size, rev int64) []byte {
+		g := gadget(name, 0, nil)
+		g.Object["spec"] = map[string]any{"size": size}
+		g.SetResourceVersion(fmt.Sprint(rev))
+		b, err := e.w.codec.EncodeJSON(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	send := func(typ watchhub.Type, name string, size, prevSize, rev int64) {
+		ev := event.Event{Revision: rev, Key: e.resource(gadgets).Key("ns", name), Namespace: "ns", Name: name, Object: stored(name, size, rev)}
+		if prevSize > 0 {
+			ev.PrevObject = stored(name, prevSize, rev-1)
+		}
+		shared := &watchhub.Shared{Event: ev}
+		for _, s := range streams {
+			s.in <- watchhub.Delivery{Type: typ, Rev: rev, Event: shared}
+		}
+	}
+	send(watchhub.Added, "a", 1, 0, 6)    // not selected
+	send(watchhub.Added, "b", 2, 0, 7)    // ADDED b
+	send(watchhub.Modified, "b", 3, 2, 8) // out: DELETED b as it was, at 8
+	send(watchhub.Modified, "a", 2, 1, 9) // in: ADDED a
+	send(watchhub.Modified, "a", 2, 2, 10)
+	send(watchhub.Deleted, "a", 2, 2, 11)
+	want := []string{"ADDED b 2 7", "DELETED b 2 8", "ADDED a 2 9", "MODIFIED a 2 10", "DELETED a 2 11"}
+	for i, w := range watchers {
+		for _, wf := range want {
+			var f frame
+			if err := w.dec.Decode(&f); err != nil {
+				t.Fatal(err)
+			}
+			var u unstructured.Unstructured
+			if err := u.UnmarshalJSON(f.Object); err != nil {
+				t.Fatal(err)
+			}
+			n, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+			got := fmt.Sprintf("%s %s %d %s", f.Type, u.GetName(), n, u.GetResourceVersion())
+			if got != wf || u.GetAPIVersion() != "example.com/v2" {
+				t.Errorf("watcher %d: frame %q (%s), want %q in v2", i, got, u.GetAPIVersion(), wf)
+			}
+		}
+	}
+	// 6 objects and the 3 previous states of the updates, converted
+	// once each.
+	if reviews, objects := hook.Counts(); reviews != 9 || objects != 9 {
+		t.Errorf("%d conversion reviews of %d objects for two watchers, want 9 of 9", reviews, objects)
+	}
+
+	// A list of the storage version with the same kind of selector reads
+	// etcd and selects converted objects too.
+	e.seed(gadgets, func() *unstructured.Unstructured {
+		g := gadget("c", 0, nil)
+		g.Object["spec"] = map[string]any{"size": int64(4)}
+		return g
+	}())
+	before := len(e.cache.lists)
+	r := e.do("GET", "/apis/example.com/v1/namespaces/ns/gadgets?fieldSelector=spec.size%3D4", nil)
+	var list unstructured.UnstructuredList
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "c" {
+		t.Fatalf("list v1 by spec.size: %d %s", r.code, r.body)
+	}
+	if len(e.cache.lists) != before {
+		t.Errorf("a list selecting on a selectable field of a multi-version resource read the cache")
+	}
+
+	// The initial events of such a watch: the cache lists the namespace
+	// unselected, the gateway selects the converted page.
+	e.seed(gadgets, func() *unstructured.Unstructured {
+		g := gadget("d", 0, nil)
+		g.Object["spec"] = map[string]any{"size": int64(5)}
+		return g
+	}())
+	w := e.watch(ln, "/apis/example.com/v2/namespaces/ns/gadgets?watch=1&fieldSelector=spec.replicas%3D4")
+	s := <-e.hub.started
+	if last := e.cache.lists[len(e.cache.lists)-1]; last.opts.Field != "" || last.opts.Label != "" {
+		t.Errorf("initial events read with selectors %q %q", last.opts.Label, last.opts.Field)
+	}
+	streams = []*fakeStream{s}
+	send(watchhub.Added, "e", 4, 0, 300)
+	for _, wantName := range []string{"c", "e"} {
+		var f frame
+		if err := w.dec.Decode(&f); err != nil {
+			t.Fatal(err)
+		}
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(f.Object); err != nil {
+			t.Fatal(err)
+		}
+		if f.Type != "ADDED" || u.GetName() != wantName {
+			t.Errorf("frame %s %s, want ADDED %s", f.Type, u.GetName(), wantName)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -16,6 +17,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/negotiate"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/ranges"
+	"github.com/kgate/kgate/storage/registry"
 )
 
 // readFor turns a resourceVersion parameter into what the cache node
@@ -189,7 +191,7 @@ func (h *Handler) list(ctx context.Context, r *request) error {
 	if err != nil {
 		return err
 	}
-	if r.res.StorageKind.Kind != "" {
+	if r.res.StorageKind.Kind != "" || h.selectsServed(r.res, o) {
 		return h.listFromEtcd(ctx, r, o)
 	}
 	var read client.Read
@@ -324,6 +326,29 @@ func (h *Handler) consistentFallback(fromEtcd func() error) error {
 		return fromEtcd()
 	}
 	return apierror.TooManyRequests("the cache is catching up with etcd; try again shortly", 1)
+}
+
+// selectsServed reports whether o's selectors must be applied to objects
+// of res converted to the served version, in the gateway, rather than by
+// the cache nodes to objects as stored: a custom resource of several
+// versions (objects may be stored in any of them), selected on a
+// selectable field (each version has its own paths) or on labels a
+// conversion webhook may change. Upstream's storage of each version
+// selects its own converted objects.
+func (h *Handler) selectsServed(res *registry.Resource, o *listOptions) bool {
+	c, ok := h.cfg.Semantics.(crConverter)
+	if res.CRD == nil || !ok || !c.ConvertsReads(res) {
+		return false
+	}
+	if conv := res.CRD.Spec.Conversion; !o.labels.Empty() && conv != nil && conv.Strategy == apiextensionsv1.WebhookConverter {
+		return true
+	}
+	for _, req := range o.fields.Requirements() {
+		if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+			return true
+		}
+	}
+	return false
 }
 
 // matches applies selectors to a typed stored object.

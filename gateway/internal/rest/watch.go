@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kgate/kgate/cachenode/client"
@@ -28,8 +29,13 @@ const initialEventsEnd = "k8s.io/initial-events-end"
 // watchPlan is everything a watch needs once its connection is hijacked:
 // nothing may refer to the fasthttp request any more.
 type watchPlan struct {
-	r        request // rc is nil after the hijack
-	opts     *listOptions
+	r    request // rc is nil after the hijack
+	opts *listOptions
+	// cacheOpts are the options the cache nodes read the initial state
+	// with: opts, without the selectors when the gateway applies them
+	// to served objects (selectServed).
+	cacheOpts    *listOptions
+	selectServed bool
 	rangeIDs []string // in key order; several are merged in revision order
 	filter   watchhub.Filter
 	initial  bool // send the current state as ADDED events first
@@ -90,6 +96,18 @@ func (h *Handler) watch(r *request) error {
 	for _, rng := range rngs {
 		p.rangeIDs = append(p.rangeIDs, rng.ID)
 	}
+	p.cacheOpts = o
+	if h.selectsServed(r.res, o) {
+		// The cache nodes and the hub select on stored objects: here
+		// they only narrow by namespace, and each event is selected
+		// once converted (watchEncoder.selected).
+		p.selectServed = true
+		p.filter.Labels, p.filter.Fields = nil, nil
+		unselected := *o
+		unselected.labelSelector, unselected.fieldSelector = "", ""
+		unselected.labels, unselected.fields = labels.Everything(), fields.Everything()
+		p.cacheOpts = &unselected
+	}
 	p.auditID = string(r.rc.Response.Header.Peek(HeaderAuditID))
 	p.r.rc = nil
 	p.r.info = copyInfo(r)
@@ -109,7 +127,7 @@ func (h *Handler) watch(r *request) error {
 		if p.read, err = h.readFor(ctx, o.resourceVersion, o.rv, metav1.ResourceVersionMatchNotOlderThan); err != nil {
 			return err
 		}
-		if p.first, err = h.readList(ctx, &p.r, o, p.read, "", h.cfg.ListPageSize, p.format); err != nil {
+		if p.first, err = h.readList(ctx, &p.r, p.cacheOpts, p.read, "", h.cfg.ListPageSize, p.format); err != nil {
 			if errors.Is(err, client.ErrBadRequest) {
 				return apierror.BadRequest(err.Error())
 			}
@@ -302,7 +320,12 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 			h.sendError(s, enc, err)
 			return
 		}
-		frame, err := enc.delivery(d)
+		var frame []byte
+		if p.selectServed {
+			frame, err = enc.selected(d, p.opts.labels, p.opts.fields)
+		} else {
+			frame, err = enc.delivery(d)
+		}
 		if err != nil {
 			h.cfg.Logger.Error("cannot encode watch event", "resource", p.resource, "err", err)
 			h.sendError(s, enc, err)
@@ -310,6 +333,9 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 		}
 		// Counted before the write, as kube-apiserver does, so that a client
 		// that has read the event also sees it counted.
+		if frame == nil {
+			continue // not selected once converted
+		}
 		enc.sent.sent(len(frame))
 		if err := s.Write(frame); err != nil {
 			return
@@ -323,14 +349,9 @@ func (h *Handler) sendInitial(ctx context.Context, s *stream.Stream, enc *watchE
 	page := p.first
 	p.first = nil
 	for {
-		var frames []byte
-		for _, item := range page.items {
-			f, err := enc.item(watch.Added, item, p.format)
-			if err != nil {
-				return 0, err
-			}
-			frames = append(frames, f...)
-			enc.sent.sent(len(f))
+		frames, err := h.initialFrames(enc, p, page)
+		if err != nil {
+			return 0, err
 		}
 		if err := s.Write(frames); err != nil {
 			return 0, err
@@ -339,12 +360,50 @@ func (h *Handler) sendInitial(ctx context.Context, s *stream.Stream, enc *watchE
 			return page.revision, nil
 		}
 		read := client.Read{ResourceVersion: page.revision, Match: string(metav1.ResourceVersionMatchExact)}
-		next, err := h.readList(ctx, &p.r, p.opts, read, page.lastKey, h.cfg.ListPageSize, p.format)
+		next, err := h.readList(ctx, &p.r, p.cacheOpts, read, page.lastKey, h.cfg.ListPageSize, p.format)
 		if err != nil {
 			return 0, err
 		}
 		page = next
 	}
+}
+
+// initialFrames frames one page of the initial state as ADDED events;
+// with selectServed, the page's objects are converted together and
+// selected here.
+func (h *Handler) initialFrames(enc *watchEncoder, p *watchPlan, page *listPage) ([]byte, error) {
+	var frames []byte
+	if !p.selectServed {
+		for _, item := range page.items {
+			f, err := enc.item(watch.Added, item, p.format)
+			if err != nil {
+				return nil, err
+			}
+			frames = append(frames, f...)
+			enc.sent.sent(len(f))
+		}
+		return frames, nil
+	}
+	objs, err := h.decodeServedList(p.r.res, page.items)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		ok, err := h.matches(&p.r, obj, p.opts.labels, p.opts.fields)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		f, err := enc.object(watch.Added, obj)
+		if err != nil {
+			return nil, err
+		}
+		frames = append(frames, f...)
+		enc.sent.sent(len(f))
+	}
+	return frames, nil
 }
 
 func (h *Handler) sendBookmark(s *stream.Stream, enc *watchEncoder, rev int64, initialEnd bool) error {

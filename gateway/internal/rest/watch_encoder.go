@@ -1,10 +1,14 @@
 package rest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -35,7 +39,7 @@ func (e *watchEncoder) memoizable() bool {
 func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 	t := eventType(d.Type)
 	if d.UsePrev {
-		obj, err := e.h.decodeServed(e.r.res, d.Event.PrevObject)
+		obj, err := e.servedEvent(d.Event, true)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +51,7 @@ func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 		return e.object(t, obj)
 	}
 	if !e.memoizable() {
-		obj, err := e.h.decodeServed(e.r.res, d.Event.Object)
+		obj, err := e.servedEvent(d.Event, false)
 		if err != nil {
 			return nil, err
 		}
@@ -64,6 +68,88 @@ func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 		}
 		return negotiate.AppendWatchJSON(nil, t, d.Event.Object), nil
 	})
+}
+
+// servedEvent is the event's object (prev: its previous state) as this
+// watch serves it. A custom resource that may need converting is
+// converted once per event and served version on this gateway (a
+// conversion webhook is asked once, not once per watcher); each watcher
+// decodes its own copy.
+func (e *watchEncoder) servedEvent(ev *watchhub.Shared, prev bool) (runtime.Object, error) {
+	data := ev.Object
+	if prev {
+		data = ev.PrevObject
+	}
+	if e.r.res.CRD == nil || !e.h.decodesReads(e.r.res) {
+		return e.h.decodeServed(e.r.res, data)
+	}
+	key := e.r.res.Version + "/object"
+	if prev {
+		key = e.r.res.Version + "/prev"
+	}
+	served, err := ev.MemoNamed(key, func() ([]byte, error) {
+		obj, err := e.h.decodeServed(e.r.res, data)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(obj)
+	})
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(served); err != nil {
+		return nil, fmt.Errorf("cannot decode a converted %s: %w", e.r.res.Kind, err)
+	}
+	return u, nil
+}
+
+// selected frames d for a watch whose selectors apply to served objects
+// (selectsServed): the hub selected only by namespace, so the event's
+// object and previous state are selected here, once converted, and
+// classified as the hub classifies stored ones (moved into the selection:
+// ADDED; moved out: DELETED with the previous state at the event's
+// revision). It returns nil for an event the watch does not see.
+func (e *watchEncoder) selected(d watchhub.Delivery, ls labels.Selector, fs fields.Selector) ([]byte, error) {
+	if d.Type != watchhub.Added && d.Type != watchhub.Modified && d.Type != watchhub.Deleted {
+		return e.delivery(d)
+	}
+	cur, err := e.servedEvent(d.Event, d.UsePrev)
+	if err != nil {
+		return nil, err
+	}
+	in, err := e.h.matches(e.r, cur, ls, fs)
+	if err != nil {
+		return nil, err
+	}
+	if d.Type != watchhub.Modified || d.UsePrev || d.Event.PrevObject == nil {
+		if !in {
+			return nil, nil
+		}
+		return e.object(eventType(d.Type), cur)
+	}
+	prev, err := e.servedEvent(d.Event, true)
+	if err != nil {
+		return nil, err
+	}
+	was, err := e.h.matches(e.r, prev, ls, fs)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case in && was:
+		return e.object(watch.Modified, cur)
+	case in:
+		return e.object(watch.Added, cur)
+	case was:
+		m, err := objectMeta(prev)
+		if err != nil {
+			return nil, err
+		}
+		m.SetResourceVersion(strconv.FormatInt(d.Rev, 10))
+		return e.object(watch.Deleted, prev)
+	}
+	return nil, nil
 }
 
 // item frames one object of an initial list as read from a cache node in

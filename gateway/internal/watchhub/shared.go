@@ -12,8 +12,15 @@ import (
 type Shared struct {
 	event.Event
 
-	mu   sync.Mutex // guards memo
-	memo []memoEntry
+	mu    sync.Mutex // guards memo and named
+	memo  []memoEntry
+	named []namedEntry
+}
+
+type namedEntry struct {
+	key  string
+	data []byte
+	err  error
 }
 
 type memoEntry struct {
@@ -36,5 +43,20 @@ func (s *Shared) Memo(key uint32, build func() ([]byte, error)) ([]byte, error) 
 	}
 	data, err := build()
 	s.memo = append(s.memo, memoEntry{key: key, data: data, err: err})
+	return data, err
+}
+
+// MemoNamed is Memo under a string key, for what depends on more than a
+// format and a type (an object converted to one served version).
+func (s *Shared) MemoNamed(key string, build func() ([]byte, error)) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.named {
+		if s.named[i].key == key {
+			return s.named[i].data, s.named[i].err
+		}
+	}
+	data, err := build()
+	s.named = append(s.named, namedEntry{key: key, data: data, err: err})
 	return data, err
 }
