@@ -36,16 +36,16 @@ type watchPlan struct {
 	// to served objects (selectServed).
 	cacheOpts    *listOptions
 	selectServed bool
-	rangeIDs []string // in key order; several are merged in revision order
-	filter   watchhub.Filter
-	initial  bool // send the current state as ADDED events first
-	endMark  bool // ...then a bookmark annotated initialEventsEnd
-	first    *listPage
-	read     client.Read
-	since    int64 // without initial events: watch from here
-	timeout  time.Duration
-	format   client.Format
-	resource string
+	rangeIDs     []string // in key order; several are merged in revision order
+	filter       watchhub.Filter
+	initial      bool // send the current state as ADDED events first
+	endMark      bool // ...then a bookmark annotated initialEventsEnd
+	first        *listPage
+	read         client.Read
+	since        int64 // without initial events: watch from here
+	timeout      time.Duration
+	format       client.Format
+	resource     string
 	// auditID is the Audit-Id response header the gateway set before
 	// routing; the stream writes its own headers, so it is carried here.
 	auditID string
