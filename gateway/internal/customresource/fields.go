@@ -35,10 +35,14 @@ type FieldManagers struct {
 	next Fields
 	sem  *Semantics
 
-	mu sync.Mutex // guards managers
+	mu sync.Mutex // guards managers and converters
 	// managers by CRD value, version and subresource; dropped with the
 	// CRD's semantics (Semantics.prune) on the next new entry.
 	managers map[fieldsKey]*managedfields.FieldManager
+	// converters by CRD value: one type converter serves every version
+	// and subresource of a CRD, as upstream builds one per CRD (its
+	// models hold every version; building them is the costly part).
+	converters map[*apiextensionsv1.CustomResourceDefinition]managedfields.TypeConverter
 }
 
 type fieldsKey struct {
@@ -53,7 +57,11 @@ func NewFieldManagers(sem *Semantics, next Fields) (*FieldManagers, error) {
 	if sem == nil || next == nil {
 		return nil, errors.New("cannot make custom resource field managers: semantics and the built-in field managers are required")
 	}
-	return &FieldManagers{next: next, sem: sem, managers: map[fieldsKey]*managedfields.FieldManager{}}, nil
+	return &FieldManagers{
+		next: next, sem: sem,
+		managers:   map[fieldsKey]*managedfields.FieldManager{},
+		converters: map[*apiextensionsv1.CustomResourceDefinition]managedfields.TypeConverter{},
+	}, nil
 }
 
 // Update records manager's Update operation on obj over live (nil: a
@@ -133,9 +141,12 @@ func (f *FieldManagers) managerFor(res *registry.Resource, subresource string) (
 		reset = fieldpath.NewExcludeFilterSetMap(r.GetResetFields())
 	}
 	gvk := res.GVK()
-	tc, err := applyTypeConverter(res.CRD)
-	if err != nil {
-		return nil, fmt.Errorf("cannot make the field manager of %v: %w", gvk, err)
+	tc, ok := f.converters[res.CRD]
+	if !ok {
+		if tc, err = applyTypeConverter(res.CRD); err != nil {
+			return nil, fmt.Errorf("cannot make the field manager of %v: %w", gvk, err)
+		}
+		f.converters[res.CRD] = tc
 	}
 	fm, err := managedfields.NewDefaultCRDFieldManager(tc, noneConvertor{},
 		defaulter{v}, creater{}, gvk, gvk.GroupVersion(), subresource, reset)
@@ -151,6 +162,11 @@ func (f *FieldManagers) managerFor(res *registry.Resource, subresource string) (
 	for old := range f.managers {
 		if !live[old.crd] {
 			delete(f.managers, old)
+		}
+	}
+	for old := range f.converters {
+		if !live[old] {
+			delete(f.converters, old)
 		}
 	}
 	f.managers[k] = fm

@@ -91,6 +91,13 @@ func TestFieldManagers(t *testing.T) {
 	if _, err := f.Apply(res, "", nil, []byte("- not an object"), "alice", false); !errors.Is(err, fieldmanager.ErrDecode) {
 		t.Errorf("a patch that is not an object: %v, want ErrDecode", err)
 	}
+	// The status subresource's manager shares the CRD's type converter.
+	if _, err := f.Update(res, "status", u, u.DeepCopy(), "controller"); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.managers) != 2 || len(f.converters) != 1 {
+		t.Errorf("%d field managers over %d type converters, want 2 over 1", len(f.managers), len(f.converters))
+	}
 }
 
 // TestFieldManagersScale: the scale subresource writes autoscaling/v1
