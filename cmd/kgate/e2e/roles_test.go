@@ -56,7 +56,7 @@ func startProcess(t *testing.T, name string, cmd *exec.Cmd) *role {
 			<-r.exited
 		}
 		if t.Failed() {
-			t.Logf("%s log:\n%s", name, r.log.tail(200))
+			keepLog(t, name, &r.log)
 		}
 	})
 	return r

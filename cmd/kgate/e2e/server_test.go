@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -53,7 +55,7 @@ func startServer(t *testing.T, dataDir string, args ...string) *server {
 			<-s.exited
 		}
 		if t.Failed() {
-			t.Logf("kgate dev log (last 300 lines):\n%s", s.log.tail(300))
+			keepLog(t, "kgate-dev", &s.log)
 		}
 	})
 	var err error
@@ -256,6 +258,28 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// keepLog writes a failed test's log of what to a file (in
+// $KGATE_E2E_LOGDIR, or a kgate-e2e-logs folder in the temporary
+// directory) and names it with its last lines. Printing the whole log
+// would push the test's own failure messages out of a CI excerpt.
+func keepLog(t *testing.T, what string, b *syncBuffer) {
+	dir := os.Getenv("KGATE_E2E_LOGDIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "kgate-e2e-logs")
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + what + ".log"
+	path := filepath.Join(dir, name)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(path, []byte(b.String()), 0o644)
+	}
+	if err != nil {
+		t.Logf("%s log (cannot keep it: %v), last 300 lines:\n%s", what, err, b.tail(300))
+		return
+	}
+	t.Logf("%s log kept in %s; its last lines:\n%s", what, path, b.tail(8))
 }
 
 // tail is the last n lines.
