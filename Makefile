@@ -126,7 +126,7 @@ BENCH_FLAGS ?= --runs 3 --duration 2s --concurrency 8 \
 	--scenario etcd \
 	--cleanup=false
 
-.PHONY: bench bench-build bench-against bench-micro bench-compare kube-apiserver
+.PHONY: bench bench-build bench-against bench-micro bench-compare kube-apiserver memcheck
 
 bench: build bench-build ## load suite against a fresh kgate dev (~3 min): JSON, Markdown, PNG in bench/results/
 	$(BENCH) --start-kgate $(KGATE) --out $(BENCH_OUT) $(BENCH_FLAGS)
@@ -151,6 +151,9 @@ kube-apiserver: ## build bin/kube-apiserver from k8s.io/kubernetes (pinned in be
 
 bench-compare: build etcd-nats bench-build kube-apiserver ## kgate (production roles: CACHENODES, GATEWAYS, default 1 and 1) and kube-apiserver side by side on one etcd; BENCH_FLAGS; report with ratios in bench/results/
 	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) BENCH_FLAGS="$(BENCH_FLAGS)" bench/compare.sh
+
+memcheck: build etcd-nats bench-build helm ## a cache node under the chart's memory limit and GOMEMLIMIT through the memory scenario (MEMCHECK_PODS, default 100000; MEMCHECK_SET: more chart values); fails past the limit
+	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) bench/memcheck.sh
 
 bench-micro: ## micro-benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2000x ./...

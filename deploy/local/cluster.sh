@@ -79,7 +79,9 @@ backend() { # role
 for i in $(seq 0 $((cachenodes - 1))); do
 	join=()
 	[ "$i" -gt 0 ] && join=(--join 127.0.0.1:7950)
-	start "cachenode-$i" "$bin/kgate" cachenode --node-name "cachenode-$i" $(backend cachenode) \
+	# CACHENODE_ENV: assignments for the cache nodes' environment
+	# (GOMEMLIMIT=..., as a chart sets it from the memory limit).
+	start "cachenode-$i" env ${CACHENODE_ENV:-} "$bin/kgate" cachenode --node-name "cachenode-$i" $(backend cachenode) \
 		--listen "127.0.0.1:$((7440 + i))" --metrics-address "127.0.0.1:$((7460 + i))" \
 		--cluster-bind-address "127.0.0.1:$((7950 + i))" "${join[@]}"
 done
