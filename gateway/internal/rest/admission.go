@@ -159,7 +159,14 @@ func (h *Handler) finishUpdate(ctx context.Context, r *request, stored runtime.O
 // conflict, and tells admission how it ended; a dry run only applies
 // next to the object as read.
 func (h *Handler) updateStored(ctx context.Context, r *request, dry bool, pre storage.Preconditions, next func(cur runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
+	// A Service's update may take cluster IPs and node ports (allocate-
+	// Update): given back unless the update is stored, and what it
+	// frees given back once it is.
+	u := &serviceUpdate{h: h}
+	r.serviceUpdate = u
+	defer func() { r.serviceUpdate = nil }()
 	if dry {
+		defer u.revert()
 		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)
 		if err != nil {
 			return nil, err
@@ -167,6 +174,11 @@ func (h *Handler) updateStored(ctx context.Context, r *request, dry bool, pre st
 		return next(cur)
 	}
 	out, err := h.cfg.Store.Update(ctx, r.res, r.info.Namespace, r.info.Name, pre, next)
+	if err != nil {
+		u.revert()
+	} else {
+		u.commit()
+	}
 	h.finishUpdate(ctx, r, out, err)
 	return out, err
 }

@@ -35,24 +35,27 @@ func needsClusterIP(svc *corev1.Service) bool {
 	return svc.Spec.Type != corev1.ServiceTypeExternalName && svc.Spec.ClusterIP != corev1.ClusterIPNone
 }
 
-// allocate takes what a new object needs from shared pools (a Service's
-// cluster IP and node ports) and returns how to give it back if the
-// create fails.
+// allocate takes the cluster IP a new Service needs (its node ports were
+// taken before its strategy ran: beginCreate) and returns how to give it
+// back if the create fails.
 func (h *Handler) allocate(ctx context.Context, obj runtime.Object) (release func(), err error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
 		return func() {}, nil
 	}
-	releaseIP, err := h.allocateIP(ctx, svc)
-	if err != nil {
-		return nil, err
+	return h.allocateIP(ctx, svc)
+}
+
+// beginCreate takes the node ports a new Service needs before its
+// strategy validates it, as upstream's BeginCreate hook does (validation
+// requires a Local LoadBalancer's health check node port), and returns
+// how to give them back if the create fails.
+func (h *Handler) beginCreate(ctx context.Context, obj runtime.Object) (release func(), err error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return func() {}, nil
 	}
-	releasePorts, err := h.allocateNodePorts(ctx, svc)
-	if err != nil {
-		releaseIP()
-		return nil, err
-	}
-	return func() { releasePorts(); releaseIP() }, nil
+	return h.allocateNodePorts(ctx, svc)
 }
 
 // allocateIP gives svc its cluster IP.

@@ -176,6 +176,9 @@ type request struct {
 	// dropManagedFields: the write is tried again without managedFields,
 	// its result having been too large for etcd with them.
 	dropManagedFields bool
+	// serviceUpdate is what an update's attempts took from the cluster
+	// IP and node port pools, and what the stored update frees.
+	serviceUpdate *serviceUpdate
 }
 
 // Serve handles a resource request for res.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/registry/core/service/portallocator"
 
@@ -44,30 +45,52 @@ func (h *Handler) allocateNodePorts(ctx context.Context, svc *corev1.Service) (r
 	if h.cfg.NodePorts == nil {
 		return func() {}, nil
 	}
-	var taken []int
-	release = func() { h.releaseNodePorts(taken) }
+	var took []int
+	release = func() { h.releaseNodePorts(took) }
+	if err := h.fillNodePorts(ctx, svc, nil, &took); err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// fillNodePorts gives svc the node ports it needs that held (what the
+// Service held before an update) does not have: a port asked for is
+// reserved (422 "provided port is already allocated" when taken), a port
+// without one gets the next free one, ports of one number (TCP and UDP
+// of the same port) share it, and a health check node port likewise.
+// What it takes is added to took, also when it fails.
+func (h *Handler) fillNodePorts(ctx context.Context, svc *corev1.Service, held []int, took *[]int) error {
 	reserve := func(path *field.Path, port int) error {
-		if slices.Contains(taken, port) {
+		if slices.Contains(held, port) || slices.Contains(*took, port) {
 			return nil
 		}
 		if err := h.cfg.NodePorts.Allocate(ctx, port); err != nil {
 			return nodePortError(svc.Name, path, port, err)
 		}
-		taken = append(taken, port)
+		*took = append(*took, port)
 		return nil
+	}
+	nextFree := func(path *field.Path) (int32, error) {
+		np, err := h.cfg.NodePorts.AllocateNext(ctx)
+		if err != nil {
+			return 0, nodePortError(svc.Name, path, 0, err)
+		}
+		*took = append(*took, np)
+		return int32(np), nil
 	}
 	if needsNodePorts(svc) {
 		// Ports asked for first, so a port given out next is never one
 		// another port of this Service asked for.
+		byPort := map[int32]int32{} // service port → its node port
 		for i, p := range svc.Spec.Ports {
 			if p.NodePort != 0 {
 				if err := reserve(field.NewPath("spec", "ports").Index(i).Child("nodePort"), int(p.NodePort)); err != nil {
-					release()
-					return nil, err
+					return err
 				}
+				byPort[p.Port] = p.NodePort
 			}
 		}
-		byPort := map[int32]int32{} // service port → node port given to it
 		for i := range svc.Spec.Ports {
 			p := &svc.Spec.Ports[i]
 			if p.NodePort != 0 {
@@ -77,33 +100,25 @@ func (h *Handler) allocateNodePorts(ctx context.Context, svc *corev1.Service) (r
 				p.NodePort = np
 				continue
 			}
-			np, err := h.cfg.NodePorts.AllocateNext(ctx)
+			np, err := nextFree(field.NewPath("spec", "ports").Index(i).Child("nodePort"))
 			if err != nil {
-				release()
-				return nil, nodePortError(svc.Name, field.NewPath("spec", "ports").Index(i).Child("nodePort"), 0, err)
+				return err
 			}
-			taken = append(taken, np)
-			p.NodePort, byPort[p.Port] = int32(np), int32(np)
+			p.NodePort, byPort[p.Port] = np, np
 		}
 	}
 	if needsHealthCheckNodePort(svc) {
 		path := field.NewPath("spec", "healthCheckNodePort")
 		if hc := int(svc.Spec.HealthCheckNodePort); hc != 0 {
-			if err := reserve(path, hc); err != nil {
-				release()
-				return nil, err
-			}
-		} else {
-			np, err := h.cfg.NodePorts.AllocateNext(ctx)
-			if err != nil {
-				release()
-				return nil, nodePortError(svc.Name, path, 0, err)
-			}
-			taken = append(taken, np)
-			svc.Spec.HealthCheckNodePort = int32(np)
+			return reserve(path, hc)
 		}
+		np, err := nextFree(path)
+		if err != nil {
+			return err
+		}
+		svc.Spec.HealthCheckNodePort = np
 	}
-	return release, nil
+	return nil
 }
 
 // nodePortError is what kube-apiserver answers when a node port cannot
@@ -136,4 +151,84 @@ func (h *Handler) releaseNodePorts(ports []int) {
 	if err := h.cfg.NodePorts.Release(ctx, ports...); err != nil {
 		h.cfg.Logger.Warn("cannot release node ports", "ports", ports, "err", err)
 	}
+}
+
+// serviceUpdate is what a Service update took from the pools and what it
+// frees, as upstream's service REST keeps them (allocateUpdate, then the
+// transaction's commit or revert): storage may run an update several
+// times (conflicts), so each attempt gives back what the one before took.
+type serviceUpdate struct {
+	h     *Handler
+	ports []int  // node ports this attempt took
+	ip    string // the cluster IP this attempt took
+	// freed: what the old Service held (or this attempt took) that the
+	// stored Service does not, given back once it is stored.
+	freedPorts []int
+	freedIPs   []string
+}
+
+// revert gives back what the latest attempt took.
+func (u *serviceUpdate) revert() {
+	u.h.releaseNodePorts(u.ports)
+	if u.ip != "" {
+		u.h.releaseIP(u.ip)
+	}
+	*u = serviceUpdate{h: u.h}
+}
+
+// commit gives back what the stored update freed.
+func (u *serviceUpdate) commit() {
+	u.h.releaseNodePorts(u.freedPorts)
+	for _, ip := range u.freedIPs {
+		u.h.releaseIP(ip)
+	}
+	*u = serviceUpdate{h: u.h}
+}
+
+// beginUpdate gives a Service being updated, before its strategy
+// validates it, the node ports its new spec needs that the old one did
+// not hold: as upstream's BeginUpdate hook, ports when it becomes a
+// NodePort or LoadBalancer or gains a port, a health check node port
+// when it becomes a LoadBalancer with traffic policy Local.
+func (h *Handler) beginUpdate(ctx context.Context, r *request, next, old runtime.Object) error {
+	svc, ok1 := next.(*corev1.Service)
+	prev, ok2 := old.(*corev1.Service)
+	u := r.serviceUpdate
+	if !ok1 || !ok2 || u == nil {
+		return nil
+	}
+	u.revert() // what an attempt before this one (a conflict) took
+	if h.cfg.NodePorts == nil {
+		return nil
+	}
+	return h.fillNodePorts(ctx, svc, portalloc.ServicePorts(prev), &u.ports)
+}
+
+// settleUpdate settles a Service update once its strategy has run: a
+// cluster IP when it stops being an ExternalName (or headless), and what
+// the stored Service no longer holds, to give back once stored.
+func (h *Handler) settleUpdate(ctx context.Context, r *request, next, old runtime.Object) error {
+	svc, ok1 := next.(*corev1.Service)
+	prev, ok2 := old.(*corev1.Service)
+	u := r.serviceUpdate
+	if !ok1 || !ok2 || u == nil {
+		return nil
+	}
+	had := needsClusterIP(prev) && prev.Spec.ClusterIP != ""
+	if h.cfg.ServiceIPs != nil && needsClusterIP(svc) && !had {
+		if _, err := h.allocateIP(ctx, svc); err != nil {
+			return err
+		}
+		u.ip = svc.Spec.ClusterIP
+	}
+	if had && svc.Spec.ClusterIP != prev.Spec.ClusterIP {
+		u.freedIPs = append(u.freedIPs, prev.Spec.ClusterIP)
+	}
+	keep := portalloc.ServicePorts(svc)
+	for _, p := range append(portalloc.ServicePorts(prev), u.ports...) {
+		if !slices.Contains(keep, p) && !slices.Contains(u.freedPorts, p) {
+			u.freedPorts = append(u.freedPorts, p)
+		}
+	}
+	return nil
 }

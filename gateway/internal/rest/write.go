@@ -163,6 +163,19 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 	}
 	admitted := a.Object
 	generate := needsName(admitted)
+	// Node ports, taken before the strategy runs (upstream's
+	// BeginCreate) and once for every attempt (they do not depend on the
+	// name), given back unless the create succeeds.
+	releasePorts, err := h.beginCreate(ctx, admitted)
+	if err != nil {
+		return &objectError{name: m.GetName(), err: err}
+	}
+	created := false
+	defer func() {
+		if !created || dry {
+			releasePorts()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		obj := admitted
 		if generate {
@@ -211,6 +224,7 @@ func (h *Handler) createObject(ctx context.Context, r *request, obj runtime.Obje
 		if err != nil {
 			return &objectError{name: a.Name, err: err}
 		}
+		created = true
 		return h.writeObject(r, 201, stored)
 	}
 }
@@ -269,9 +283,15 @@ func (h *Handler) prepareUpdate(ctx context.Context, r *request, dry bool, sent,
 	h.retried(ctx, r, a)
 	out, err := h.admit(ctx, r, a, func(obj runtime.Object) (runtime.Object, error) {
 		setIPFamilies(obj, defaultIPFamily)
+		if err := h.beginUpdate(ctx, r, obj, old); err != nil {
+			return nil, err
+		}
 		return h.strategyUpdate(ctx, r, r.info.Subresource, obj, old)
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := h.settleUpdate(ctx, r, out, old); err != nil {
 		return nil, err
 	}
 	// A write that changes nothing but managedFields' timestamps keeps the
