@@ -72,7 +72,7 @@ pids+=($!)
 
 "$bin/kgate-bench" --kubeconfig "$dir/kgate/pki/kubeconfig" --name "kgate cache node (limit $limit, GOMEMLIMIT $gomemlimit)" \
 	--pids "$node" --metrics-url http://127.0.0.1:7460/metrics \
-	--runs 1 --namespaces 1 --pods 1 --configmaps 1 --concurrency "${MEMCHECK_CONCURRENCY:-32}" --out "$out" --scenario "memory,pods=$pods"
+	--runs 1 --namespaces 1 --pods 1 --configmaps 1 --concurrency "${MEMCHECK_CONCURRENCY:-32}" --out "$out" --scenario "memory,pods=$pods,keep=true" --cleanup=false
 
 rss_peak=$(awk '/^VmHWM:/ {print $2 * 1024}' /proc/"$node"/status)
 heap=$(cat "$heap_peak")
