@@ -215,20 +215,28 @@ func TestCustomResourceReadDefaults(t *testing.T) {
 	}
 }
 
-// TestCustomResourceListConversion: a list of a version other than the
-// stored one converts each etcd page in one ConversionReview, as
-// upstream converts a list, and selects on the converted objects: v2's
-// selectable field spec.replicas is v1's spec.size in storage.
-func TestCustomResourceListConversion(t *testing.T) {
+// newTwoVersionEnv serves gadgets stored as v1 and served as v1 and v2
+// too, converted by a webhook (v1's spec.size is v2's spec.replicas), each
+// version selectable on its own field.
+func newTwoVersionEnv(t *testing.T) (*env, *crconverttest.Server) {
+	t.Helper()
 	hook := crconverttest.New(crconverttest.RenameField("v1", "size", "replicas"))
-	defer hook.Close()
+	t.Cleanup(hook.Close)
 	crd := gadgetCRD()
 	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
 		{Name: "v1", Served: true, Storage: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.size"}}},
 		{Name: "v2", Served: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.replicas"}}},
 	}
 	crd.Spec.Conversion = hook.Conversion("v1")
-	e := newCREnv(t, crd)
+	return newCREnv(t, crd), hook
+}
+
+// TestCustomResourceListConversion: a list of a version other than the
+// stored one converts each etcd page in one ConversionReview, as
+// upstream converts a list, and selects on the converted objects: v2's
+// selectable field spec.replicas is v1's spec.size in storage.
+func TestCustomResourceListConversion(t *testing.T) {
+	e, hook := newTwoVersionEnv(t)
 	for i, name := range []string{"a", "b", "c"} {
 		g := gadget(name, 0, nil)
 		g.Object["spec"] = map[string]any{"size": int64(i + 1)}
@@ -272,15 +280,7 @@ func TestCustomResourceListConversion(t *testing.T) {
 // DELETED with the previous state); each event is converted once for
 // all watchers of the version.
 func TestCustomResourceWatchSelectsServed(t *testing.T) {
-	hook := crconverttest.New(crconverttest.RenameField("v1", "size", "replicas"))
-	defer hook.Close()
-	crd := gadgetCRD()
-	crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
-		{Name: "v1", Served: true, Storage: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.size"}}},
-		{Name: "v2", Served: true, SelectableFields: []apiextensionsv1.SelectableField{{JSONPath: ".spec.replicas"}}},
-	}
-	crd.Spec.Conversion = hook.Conversion("v1")
-	e := newCREnv(t, crd)
+	e, hook := newTwoVersionEnv(t)
 	ln := e.server()
 	const uri = "/apis/example.com/v2/namespaces/ns/gadgets?watch=1&resourceVersion=5&fieldSelector=spec.replicas%3D2"
 	var watchers []*watchClient

@@ -13,18 +13,12 @@ type Shared struct {
 	event.Event
 
 	mu    sync.Mutex // guards memo and named
-	memo  []memoEntry
-	named []namedEntry
+	memo  []memoEntry[uint32]
+	named []memoEntry[string]
 }
 
-type namedEntry struct {
-	key  string
-	data []byte
-	err  error
-}
-
-type memoEntry struct {
-	key  uint32
+type memoEntry[K comparable] struct {
+	key  K
 	data []byte
 	err  error
 }
@@ -36,14 +30,7 @@ func newShared(ev event.Event) *Shared { return &Shared{Event: ev} }
 func (s *Shared) Memo(key uint32, build func() ([]byte, error)) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range s.memo {
-		if s.memo[i].key == key {
-			return s.memo[i].data, s.memo[i].err
-		}
-	}
-	data, err := build()
-	s.memo = append(s.memo, memoEntry{key: key, data: data, err: err})
-	return data, err
+	return memo(&s.memo, key, build)
 }
 
 // MemoNamed is Memo under a string key, for what depends on more than a
@@ -51,12 +38,18 @@ func (s *Shared) Memo(key uint32, build func() ([]byte, error)) ([]byte, error) 
 func (s *Shared) MemoNamed(key string, build func() ([]byte, error)) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range s.named {
-		if s.named[i].key == key {
-			return s.named[i].data, s.named[i].err
+	return memo(&s.named, key, build)
+}
+
+// memo looks key up in entries, adding what build makes when it is not
+// there; the caller holds the lock.
+func memo[K comparable](entries *[]memoEntry[K], key K, build func() ([]byte, error)) ([]byte, error) {
+	for _, e := range *entries {
+		if e.key == key {
+			return e.data, e.err
 		}
 	}
 	data, err := build()
-	s.named = append(s.named, namedEntry{key: key, data: data, err: err})
+	*entries = append(*entries, memoEntry[K]{key: key, data: data, err: err})
 	return data, err
 }
