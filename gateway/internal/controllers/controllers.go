@@ -7,7 +7,8 @@
 // apiserver identity Leases (apiserverid), the "kubernetes" Service and
 // its endpoints (kubernetesservice), the
 // extension-apiserver-authentication ConfigMap (authtrust), the
-// NodePort repair (nodeportrepair), the local APIServices
+// NodePort repair (nodeportrepair), the cluster IP repair (iprepair),
+// the local APIServices
 // (autoregister) and the Available condition of the others
 // (availability). kgate_controllers_leading tells which
 // gateway leads.
@@ -30,6 +31,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/autoregister"
 	"github.com/kgate/kgate/gateway/internal/availability"
 	"github.com/kgate/kgate/gateway/internal/crdcontroller"
+	"github.com/kgate/kgate/gateway/internal/iprepair"
 	"github.com/kgate/kgate/gateway/internal/kubernetesservice"
 	"github.com/kgate/kgate/gateway/internal/leader"
 	"github.com/kgate/kgate/gateway/internal/nodeportrepair"
@@ -165,6 +167,13 @@ func controllers(cfg Config, d Deps) ([]leader.Controller, error) {
 			return nil, err
 		}
 		list = append(list, leader.Controller{Name: "nodeport-repair", Run: repair.Run})
+	}
+	if b.ServiceIPs != nil {
+		repair, err := iprepair.New(iprepair.Config{Store: b.Store, Registry: b.Registry, IPs: b.ServiceIPs, Logger: log("clusterip-repair")})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, leader.Controller{Name: "clusterip-repair", Run: repair.Run})
 	}
 	if cfg.Self != nil && b.ServiceIPs != nil {
 		leases, err := kubernetesservice.NewLeases(b.Etcd, b.Codec, 0)
