@@ -69,4 +69,21 @@ func TestStoreMetrics(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "etcd_request_duration_seconds"); n != 3 {
 		t.Errorf("%d etcd_request_duration_seconds series, want 3 (create, get, list)", n)
 	}
+	// etcd's database size, as kube-apiserver reports it.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "apiserver_storage_size_bytes" && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetName() == "storage_cluster_id" && l[0].GetValue() == "etcd-0" {
+				size = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if size <= 0 {
+		t.Errorf("apiserver_storage_size_bytes{storage_cluster_id=\"etcd-0\"} = %v, want etcd's database size", size)
+	}
 }

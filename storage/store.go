@@ -106,7 +106,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.EventTTL > 0 {
 		ttl = max(int64(cfg.EventTTL/time.Second), 1)
 	}
-	m, err := newMetrics(cfg.Metrics)
+	m, err := newMetrics(cfg.Metrics, cfg.Client)
 	if err != nil {
 		return nil, err
 	}
