@@ -112,6 +112,10 @@ type Config struct {
 	// ShutdownGrace bounds how long Run waits for requests in flight after
 	// its context ends. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// Profiling serves Go's profiles at /debug/pprof/ (kube-apiserver's
+	// --profiling), to whom RBAC lets get those non-resource URLs
+	// (cluster-admin).
+	Profiling bool
 	// ShutdownDelay is how long Run keeps serving after its context ends,
 	// with /readyz failing (its shutdown check) and /livez passing, so that
 	// load balancers and Endpoints stop sending new connections before the

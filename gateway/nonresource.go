@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/gateway/internal/apierror"
@@ -52,7 +53,7 @@ func (g *Gateway) serveStatus(rc *fasthttp.RequestCtx) error {
 }
 
 // nonResource serves the non-resource URLs: the cluster status, metrics,
-// OpenAPI and discovery.
+// the profiles (with Profiling), OpenAPI and discovery.
 func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 	if !rc.IsGet() && !rc.IsHead() {
 		return apierror.MethodNotSupported(schema.GroupResource{}, string(rc.Method()))
@@ -62,6 +63,13 @@ func (g *Gateway) nonResource(rc *fasthttp.RequestCtx, path string) error {
 		return g.serveStatus(rc)
 	case path == "/metrics":
 		g.c.Metrics.Serve(rc)
+		return nil
+	case g.cfg.Profiling && (path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/")):
+		if path == "/debug/pprof" {
+			rc.Redirect("/debug/pprof/", fasthttp.StatusFound)
+			return nil
+		}
+		pprofhandler.PprofHandler(rc)
 		return nil
 	case path == "/openapi/v2" || strings.HasPrefix(path, "/openapi/v3"):
 		resp, ok := g.c.OpenAPI.Serve(path, string(rc.QueryArgs().Peek("hash")), string(rc.Request.Header.Peek("Accept")))

@@ -21,7 +21,8 @@ func runDev(ctx context.Context, args []string) error {
 	gateways := fs.Int("gateways", 1, "gateways to run, on consecutive ports from --listen")
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range")
 	splits := fs.String("range-splits", "", `split ranges, e.g. "pods=g,n,t;events=g,n,t" (default: none for one cache node, pods, events, leases and endpointslices in four for more)`)
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	lf := addLogFlags(fs)
+	profiling := fs.Bool("profiling", true, "serve Go's profiles at /debug/pprof/ on the gateways to whom RBAC allows those URLs (cluster-admin), as kube-apiserver's --profiling")
 	insecureInternal := fs.Bool("insecure-internal", false, "run etcd, NATS, the cache nodes' read API and gossip in plaintext without credentials (default: mutual TLS, NATS credentials and an encrypted gossip, from certificates kept in <data-dir>/internal)")
 	af := addAuthFlags(fs, true)
 	of := addOpsFlags(fs)
@@ -32,7 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log, err := newLogger(*logLevel)
+	log, err := lf.logger()
 	if err != nil {
 		return err
 	}
@@ -48,6 +49,7 @@ func runDev(ctx context.Context, args []string) error {
 		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window, InsecureInternal: *insecureInternal,
+		Profiling: *profiling,
 	}
 	dcfg.EtcdCompactionInterval, dcfg.EventTTL, dcfg.NodePortRange = *uf.compaction, *uf.eventTTL, *uf.nodePorts
 	if err := gf.devFrontProxy(*dataDir, &af.requestHeader); err != nil {

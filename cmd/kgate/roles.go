@@ -33,7 +33,7 @@ import (
 type backendFlags struct {
 	etcdServers *string
 	natsURL     *string
-	logLevel    *string
+	log         logFlags
 	splits      *string
 	nodeName    *string
 	gossipBind  *string
@@ -46,7 +46,7 @@ func addBackendFlags(fs *flag.FlagSet) backendFlags {
 	return backendFlags{
 		etcdServers: fs.String("etcd-servers", "http://127.0.0.1:2379", "comma-separated etcd client URLs"),
 		natsURL:     fs.String("nats-url", nats.DefaultURL, "NATS server URL(s), comma-separated"),
-		logLevel:    fs.String("log-level", "info", "debug, info, warn or error"),
+		log:         addLogFlags(fs),
 		splits: fs.String("range-splits", ranges.DefaultSplits().String(),
 			"split points of ranges (every gateway and cache node must use the same), e.g. \"pods=g,n,t;events=g,n,t\"; empty for one range per resource"),
 		nodeName:   fs.String("node-name", "", "member name in the cluster (cache nodes: stable, e.g. the pod name); default hostname and a random suffix"),
@@ -79,7 +79,7 @@ type backends struct {
 // order, as role (pki.RoleGateway or pki.RoleCacheNode) on the internal
 // plane; close undoes it in reverse.
 func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*backend.Config)) (_ *backends, err error) {
-	log, err := newLogger(*f.logLevel)
+	log, err := f.log.logger()
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +158,7 @@ func runGateway(ctx context.Context, args []string) error {
 	serviceCIDR := fs.String("service-cluster-ip-range", ipalloc.DefaultCIDR, "CIDR Service cluster IPs are allocated from")
 	fallback := fs.String("consistent-read-fallback", "reject", "when the cache cannot catch up with etcd for a consistent read: reject (429) or etcd")
 	uf := addUpkeepFlags(fs)
+	profiling := fs.Bool("profiling", true, "serve Go's profiles at /debug/pprof/ to whom RBAC allows those URLs (cluster-admin), as kube-apiserver's --profiling")
 	shutdownDelay := fs.Duration("shutdown-delay-duration", 0, "after SIGTERM, keep serving this long with /readyz failing before the server stops accepting, so load balancers move new connections first")
 	af := addAuthFlags(fs, false)
 	of := addOpsFlags(fs)
@@ -186,6 +187,7 @@ func runGateway(ctx context.Context, args []string) error {
 		},
 		Auth:  gateway.AuthConfig{ClientCAFile: *clientCA, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous},
 		Build: version, ConsistentReadFallback: *fallback, CacheNodeTLS: b.plane.readClient(), ShutdownDelay: *shutdownDelay,
+		Profiling: *profiling,
 	}
 	deps := gateway.Deps{Backend: b.storage, NATS: b.nats, Logger: b.log.With("component", "gateway"), Metrics: b.prom, Gatherer: b.prom}
 	af.gateway(&cfg)

@@ -61,6 +61,7 @@ func authCluster(tb testing.TB) *devcluster.Cluster {
 		authShared.c, authShared.err = startDev(ctx, devcluster.Config{
 			DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 			TokenAuthFile: tokens, AuthorizationModes: []string{"Node", "RBAC"}, // as production gateways
+			Profiling: true,
 		})
 	})
 	if authShared.err != nil {
@@ -182,6 +183,13 @@ func TestViewInOneNamespace(t *testing.T) {
 	raw := tokenClient(t, c, "tok-alice").CoreV1().RESTClient()
 	err = raw.Get().AbsPath("/metrics").Do(ctx).Error()
 	checkAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden, `forbidden: User "alice" cannot get path "/metrics"`)
+	// The profiles (--profiling) are cluster-admin's, as kube-apiserver's.
+	err = raw.Get().AbsPath("/debug/pprof/goroutine").Do(ctx).Error()
+	checkAPIError(t, err, http.StatusForbidden, metav1.StatusReasonForbidden, `forbidden: User "alice" cannot get path "/debug/pprof/goroutine"`)
+	prof, err := admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/goroutine").Param("debug", "1").DoRaw(ctx)
+	if err != nil || !strings.Contains(string(prof), "goroutine profile:") {
+		t.Errorf("the goroutine profile as admin: %v %.200s", err, prof)
+	}
 	// Bad credentials are 401, whatever the path.
 	err = tokenClient(t, c, "tok-nobody").CoreV1().RESTClient().Get().AbsPath("/api").Do(ctx).Error()
 	checkAPIError(t, err, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")

@@ -123,6 +123,8 @@ type Config struct {
 	OIDC          gateway.OIDCConfig
 	RequestHeader gateway.RequestHeaderConfig
 
+	// Profiling serves /debug/pprof/ on the gateways (gateway.Config).
+	Profiling bool
 	// QuotaRecountInterval recounts the ResourceQuotas this often (see
 	// gateway.Config); zero keeps them as admission charges them.
 	QuotaRecountInterval time.Duration
@@ -321,7 +323,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 					AggregateClusterRoles: true,
 					OIDC:                  cfg.OIDC, RequestHeader: cfg.RequestHeader,
 				},
-				QuotaRecountInterval:   cfg.QuotaRecountInterval,
+				QuotaRecountInterval: cfg.QuotaRecountInterval, Profiling: cfg.Profiling,
 				EnableAdmissionPlugins: cfg.EnableAdmissionPlugins, DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
 				Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: servingTLS,
 				Kubelet:    cfg.Kubelet,
