@@ -63,7 +63,7 @@ echo 0 >"$heap_peak"
 (
 	peak=0
 	while kill -0 "$node" 2>/dev/null; do
-		h=$(curl -sf http://127.0.0.1:7460/metrics | awk '$1 == "go_memstats_heap_inuse_bytes" {printf "%d", $2}' || true)
+		h=$(curl -sf http://127.0.0.1:7460/metrics | awk '$1 == "go_memstats_heap_inuse_bytes" {printf "%.0f", $2}' || true)
 		if [ -n "$h" ] && [ "$h" -gt "$peak" ]; then peak=$h; echo "$peak" >"$heap_peak"; fi
 		sleep 0.25
 	done
@@ -74,7 +74,7 @@ pids+=($!)
 	--pids "$node" --metrics-url http://127.0.0.1:7460/metrics \
 	--runs 1 --namespaces 1 --pods 1 --configmaps 1 --concurrency "${MEMCHECK_CONCURRENCY:-32}" --out "$out" --scenario "memory,pods=$pods,keep=true" --cleanup=false
 
-rss_peak=$(awk '/^VmHWM:/ {print $2 * 1024}' /proc/"$node"/status)
+rss_peak=$(awk '/^VmHWM:/ {printf "%.0f", $2 * 1024}' /proc/"$node"/status)
 heap=$(cat "$heap_peak")
 mib() { echo $(($1 / 1024 / 1024)); }
 verdict=PASS
