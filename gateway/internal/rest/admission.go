@@ -159,12 +159,16 @@ func (h *Handler) finishUpdate(ctx context.Context, r *request, stored runtime.O
 // conflict, and tells admission how it ended; a dry run only applies
 // next to the object as read.
 func (h *Handler) updateStored(ctx context.Context, r *request, dry bool, pre storage.Preconditions, next func(cur runtime.Object) (runtime.Object, error)) (runtime.Object, error) {
-	// A Service's update may take cluster IPs and node ports (allocate-
-	// Update): given back unless the update is stored, and what it
-	// frees given back once it is.
-	u := &serviceUpdate{h: h}
-	r.serviceUpdate = u
-	defer func() { r.serviceUpdate = nil }()
+	// A Service's update may take cluster IPs and node ports
+	// (beginUpdate, settleUpdate): given back unless the update is
+	// stored, and what it frees given back once it is. Other resources
+	// take nothing (u stays nil).
+	var u *serviceUpdate
+	if r.res.Group == "" && r.res.Resource == "services" {
+		u = &serviceUpdate{h: h}
+		r.serviceUpdate = u
+		defer func() { r.serviceUpdate = nil }()
+	}
 	if dry {
 		defer u.revert()
 		cur, err := h.cfg.Store.Get(ctx, r.res, r.info.Namespace, r.info.Name, 0)

@@ -167,8 +167,11 @@ type serviceUpdate struct {
 	freedIPs   []string
 }
 
-// revert gives back what the latest attempt took.
+// revert gives back what the latest attempt took (nothing for a nil u).
 func (u *serviceUpdate) revert() {
+	if u == nil {
+		return
+	}
 	u.h.releaseNodePorts(u.ports)
 	if u.ip != "" {
 		u.h.releaseIP(u.ip)
@@ -176,8 +179,11 @@ func (u *serviceUpdate) revert() {
 	*u = serviceUpdate{h: u.h}
 }
 
-// commit gives back what the stored update freed.
+// commit gives back what the stored update freed (nothing for a nil u).
 func (u *serviceUpdate) commit() {
+	if u == nil {
+		return
+	}
 	u.h.releaseNodePorts(u.freedPorts)
 	for _, ip := range u.freedIPs {
 		u.h.releaseIP(ip)

@@ -331,11 +331,11 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 			h.sendError(s, enc, err)
 			return
 		}
-		// Counted before the write, as kube-apiserver does, so that a client
-		// that has read the event also sees it counted.
 		if frame == nil {
 			continue // not selected once converted
 		}
+		// Counted before the write, as kube-apiserver does, so that a client
+		// that has read the event also sees it counted.
 		enc.sent.sent(len(frame))
 		if err := s.Write(frame); err != nil {
 			return
