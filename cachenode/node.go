@@ -63,6 +63,11 @@ type Config struct {
 	// ProgressInterval: an idle range publishes progress, and asks etcd
 	// for it, after this long. Default 1s.
 	ProgressInterval time.Duration
+	// StallAfter: a range whose etcd watch brought nothing (no event, no
+	// progress notification) for this long although progress was asked
+	// for is stalled: /readyz fails on it and its watch starts again.
+	// Default 30s.
+	StallAfter time.Duration
 	// WaitTimeout bounds a read's wait for a revision (then
 	// storage.ErrRevisionTooLarge). Default 3s.
 	WaitTimeout time.Duration
@@ -155,7 +160,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Etcd == nil || cfg.NATS == nil || cfg.Registry == nil || cfg.Codec == nil || cfg.Ranges == nil {
 		return nil, errors.New("cannot make cache node: Etcd, NATS, Registry, Codec and Ranges are required")
 	}
-	if cfg.ProgressInterval < 0 || cfg.WaitTimeout < 0 {
+	if cfg.ProgressInterval < 0 || cfg.WaitTimeout < 0 || cfg.StallAfter < 0 {
 		return nil, errors.New("cannot make cache node: negative duration")
 	}
 	if cfg.Listen == "" {
@@ -256,6 +261,9 @@ type RangeStatus struct {
 	// Inconsistent: the consistency checker found the cache different
 	// from etcd, and the relist that repairs it has not finished.
 	Inconsistent bool
+	// StalledFor, when not zero, is how long the range has heard nothing
+	// from etcd, past the stall timeout.
+	StalledFor time.Duration
 }
 
 // Status lists the ranges the node reflects.
@@ -264,14 +272,18 @@ func (n *Node) Status() []RangeStatus {
 	defer n.mu.Unlock()
 	out := make([]RangeStatus, 0, len(n.running))
 	for id, s := range n.running {
-		out = append(out, RangeStatus{ID: id, Ready: s.r.Ready(), Seen: s.r.Seen(), Primary: s.primary, Inconsistent: s.r.Inconsistent()})
+		st := RangeStatus{ID: id, Ready: s.r.Ready(), Seen: s.r.Seen(), Primary: s.primary, Inconsistent: s.r.Inconsistent()}
+		if quiet, stalled := s.r.Stalled(); stalled {
+			st.StalledFor = quiet
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b RangeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-// Checks are the per-range lines of /readyz?verbose: each range synced
-// and, once checked, consistent with etcd.
+// Checks are the per-range lines of /readyz?verbose: each range synced,
+// hearing from etcd (not stalled) and, once checked, consistent with etcd.
 func (n *Node) Checks() []health.Check {
 	var out []health.Check
 	for _, s := range n.Status() {
@@ -281,6 +293,8 @@ func (n *Node) Checks() []health.Check {
 			c.Err = errors.New("not synced")
 		case s.Inconsistent:
 			c.Err = errors.New("differs from etcd, relisting")
+		case s.StalledFor > 0:
+			c.Err = fmt.Errorf("stalled: nothing from etcd for %s, seen revision %d", s.StalledFor.Round(time.Second), s.Seen)
 		}
 		out = append(out, c)
 	}
@@ -463,6 +477,7 @@ func (n *Node) startRange(ctx context.Context, rng *ranges.Range, fail func(erro
 			Budget: n.budget,
 		},
 		ProgressInterval: n.cfg.ProgressInterval,
+		StallAfter:       n.cfg.StallAfter,
 		EagerProtobuf:    n.cfg.EagerProtobuf,
 		Sink:             n.pub,
 		Logger:           n.cfg.Logger,

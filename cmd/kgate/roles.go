@@ -21,6 +21,7 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/health"
 	"github.com/kgate/kgate/cachenode/natsauth"
+	"github.com/kgate/kgate/cachenode/natsmetrics"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
@@ -113,10 +114,16 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	// A server that stops answering (cut off, frozen) is left after two
 	// unanswered pings 5s apart, not the library's 2 minutes: until then
 	// no change reaches this member.
-	if b.nats, err = nats.Connect(*f.natsURL, append(plane.natsOpts, nats.Name(name), nats.MaxReconnects(-1),
+	nm, err := natsmetrics.New(b.prom, log.With("component", "nats"))
+	if err != nil {
+		return nil, err
+	}
+	opts := append(append([]nats.Option{}, plane.natsOpts...), nm.Options()...)
+	if b.nats, err = nats.Connect(*f.natsURL, append(opts, nats.Name(name), nats.MaxReconnects(-1),
 		nats.PingInterval(5*time.Second), nats.MaxPingsOutstanding(2))...); err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}
+	nm.Attach(b.nats)
 	log.Info("NATS connected", "took", time.Since(t0))
 	t0 = time.Now()
 	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Metrics: b.prom, Logger: log}
@@ -219,8 +226,12 @@ func runCachenode(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics-address", "0.0.0.0:7444", "address serving /metrics, /livez and /readyz")
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range (the same on every node)")
 	window := addWindowFlags(fs)
+	stallAfter := fs.Duration("watch-stall-timeout", 30*time.Second, "a range whose etcd watch brings nothing (no event, no progress notification) for this long is stalled: /readyz fails on it and its watch starts again")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *stallAfter <= 0 {
+		return fmt.Errorf("--watch-stall-timeout %s: must be positive", *stallAfter)
 	}
 	b, err := bf.connect("kgate-cachenode", pki.RoleCacheNode, "")
 	if err != nil {
@@ -231,7 +242,7 @@ func runCachenode(ctx context.Context, args []string) error {
 		Node: cachenode.Config{
 			Etcd: b.etcd, NATS: b.nats, Registry: b.storage.Registry, Codec: b.storage.Codec, Ranges: b.storage.Ranges,
 			Listen: *listen, TLS: b.plane.readServer(), Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
-			Window: *window,
+			Window: *window, StallAfter: *stallAfter,
 		},
 		Membership: bf.membership(b.plane), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
 	})

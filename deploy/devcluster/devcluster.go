@@ -30,6 +30,7 @@ import (
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/cluster"
 	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/cachenode/natsmetrics"
 	"github.com/kgate/kgate/deploy/pki"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
@@ -245,11 +246,11 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	var seeds []string
 	t0 = time.Now()
 	for i := range cfg.CacheNodes {
-		nc, err := c.connect(fmt.Sprintf("kgate-cachenode-%d", i), pki.RoleCacheNode)
+		name := fmt.Sprintf("cachenode-%d", i)
+		nc, err := c.connect(name, pki.RoleCacheNode, prometheus.Labels{"cachenode": name})
 		if err != nil {
 			return err
 		}
-		name := fmt.Sprintf("cachenode-%d", i)
 		node, err := role.NewCacheNode(role.CacheNodeConfig{
 			Node: cachenode.Config{
 				Etcd: c.etcdClient, NATS: nc, Registry: b.Registry, Codec: b.Codec, Ranges: b.Ranges, Listen: "127.0.0.1:0",
@@ -305,11 +306,11 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	}
 	t0 = time.Now()
 	for i := range cfg.Gateways {
-		nc, err := c.connect(fmt.Sprintf("kgate-gateway-%d", i), pki.RoleGateway)
+		name := fmt.Sprintf("gateway-%d", i)
+		nc, err := c.connect(name, pki.RoleGateway, prometheus.Labels{"gateway": name})
 		if err != nil {
 			return err
 		}
-		name := fmt.Sprintf("gateway-%d", i)
 		gw, err := role.NewGateway(role.GatewayConfig{
 			Gateway: gateway.Config{
 				Listen: net.JoinHostPort(host, strconv.Itoa(port+i)), TLS: tlsCfg, CacheNodeTLS: c.internal.readClient,
@@ -358,12 +359,19 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	return nil
 }
 
-// connect opens a NATS connection for one role.
-func (c *Cluster) connect(name, role string) (*nats.Conn, error) {
-	nc, err := nats.Connect(c.nats.ClientURL(), append(c.internal.natsOptions(role), nats.Name(name), nats.MaxReconnects(-1))...)
+// connect opens a NATS connection for one member, its metrics labelled
+// with labels.
+func (c *Cluster) connect(name, role string, labels prometheus.Labels) (*nats.Conn, error) {
+	m, err := natsmetrics.New(prometheus.WrapRegistererWith(labels, c.Registry), c.cfg.Logger.With("component", name))
+	if err != nil {
+		return nil, err
+	}
+	opts := append(c.internal.natsOptions(role), m.Options()...)
+	nc, err := nats.Connect(c.nats.ClientURL(), append(opts, nats.Name("kgate-"+name), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to NATS: %w", err)
 	}
+	m.Attach(nc)
 	c.conns = append(c.conns, nc)
 	return nc, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/natsembed"
+	"github.com/kgate/kgate/cachenode/natsmetrics"
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage/backend"
@@ -247,6 +248,10 @@ func exportedFamilies(t *testing.T) map[string]family {
 	newCapture := func() *capture {
 		c := &capture{reg: prometheus.NewRegistry(), families: out}
 		c.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// Each member's NATS connection, as kgate's main connects it.
+		if _, err := natsmetrics.New(c, log); err != nil {
+			t.Fatal(err)
+		}
 		return c
 	}
 	cn := newCapture()

@@ -11,3 +11,6 @@ func (r *Reflector) LoseForTest(key string) { r.state.Load().store.Delete(key, 0
 
 // SetConsistencyInterval sets how often the checker runs.
 func (r *Reflector) SetConsistencyInterval(d time.Duration) { r.cfg.ConsistencyInterval = d }
+
+// SetStallAfter sets the stall timeout; call before Run.
+func (r *Reflector) SetStallAfter(d time.Duration) { r.cfg.StallAfter = d }

@@ -18,6 +18,7 @@ type Metrics struct {
 	lag          *prometheus.GaugeVec
 	checks       *prometheus.CounterVec
 	inconsistent *prometheus.CounterVec
+	stalls       *prometheus.CounterVec
 }
 
 // NewMetrics makes the metrics and registers them on reg (nil: not
@@ -59,8 +60,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.inconsistent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kgate_cachenode_inconsistencies_total", Help: "Consistency checks that found the range's cache different from etcd (each repaired by a relist).",
 	}, byRange)
+	m.stalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kgate_cachenode_watch_stalls_total", Help: "Watches of a range started again because etcd sent nothing (no event, no progress notification) for the stall timeout although progress was asked for.",
+	}, byRange)
 	if reg != nil {
-		reg.MustRegister(m.events, m.relists, m.decodeErrors, m.objects, m.bytes, m.windowEvents, m.windowBytes, m.seen, m.lag, m.checks, m.inconsistent)
+		reg.MustRegister(m.events, m.relists, m.decodeErrors, m.objects, m.bytes, m.windowEvents, m.windowBytes, m.seen, m.lag, m.checks, m.inconsistent, m.stalls)
 	}
 	return m
 }
@@ -71,7 +75,7 @@ type rangeMetrics struct {
 	relists, decodeErrors                          prometheus.Counter
 	objects, bytes, windowEvents, windowBytes, lag prometheus.Gauge
 	seen                                           prometheus.Gauge
-	consistencyChecks, inconsistencies             prometheus.Counter
+	consistencyChecks, inconsistencies, stalls     prometheus.Counter
 }
 
 func (m *Metrics) forRange(id string) rangeMetrics {
@@ -87,6 +91,7 @@ func (m *Metrics) forRange(id string) rangeMetrics {
 
 		consistencyChecks: m.checks.WithLabelValues(id),
 		inconsistencies:   m.inconsistent.WithLabelValues(id),
+		stalls:            m.stalls.WithLabelValues(id),
 	}
 	for _, t := range []event.Type{event.Added, event.Modified, event.Deleted} {
 		rm.events[t] = m.events.WithLabelValues(id, t.String())

@@ -52,6 +52,13 @@ type Config struct {
 	// progress notification so that the seen revision advances on a quiet
 	// range. Default 1s.
 	ProgressInterval time.Duration
+	// StallAfter: when the watch brought nothing (no event, no progress
+	// notification) for this long although progress was asked for every
+	// ProgressInterval and etcd's revision moved past the seen one, the
+	// range is stalled: Stalled reports it, and the watch is started
+	// again from the seen revision. Default 30s, and at least three
+	// ProgressIntervals.
+	StallAfter time.Duration
 	// ConsistencyInterval is how often the range's keys and mod
 	// revisions are compared with etcd's at the same revision
 	// (checkConsistency); a difference relists the range. Default 5m; a
@@ -81,7 +88,7 @@ func (c *Config) setDefaults() error {
 	if c.Etcd == nil || c.Range == nil || c.Registry == nil || c.Codec == nil {
 		return errors.New("cannot make reflector: Etcd, Range, Registry and Codec are required")
 	}
-	if c.PageSize < 0 || c.ProgressInterval < 0 || c.ConsistencyInterval < 0 || c.WaitRetry < 0 || c.MaxRewind < 0 {
+	if c.PageSize < 0 || c.ProgressInterval < 0 || c.StallAfter < 0 || c.ConsistencyInterval < 0 || c.WaitRetry < 0 || c.MaxRewind < 0 {
 		return fmt.Errorf("cannot make reflector for %s: negative setting", c.Range.ID)
 	}
 	if c.PageSize == 0 {
@@ -90,6 +97,10 @@ func (c *Config) setDefaults() error {
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = time.Second
 	}
+	if c.StallAfter == 0 {
+		c.StallAfter = 30 * time.Second
+	}
+	c.StallAfter = max(c.StallAfter, 3*c.ProgressInterval)
 	if c.ConsistencyInterval == 0 {
 		c.ConsistencyInterval = 5 * time.Minute
 	}
@@ -146,6 +157,10 @@ type Reflector struct {
 	// inconsistent: the checker found a difference; cleared by the next
 	// list.
 	inconsistent atomic.Bool
+	// heard is when etcd last answered (a list finished, a watch
+	// response) or was found still at the seen revision, in Unix
+	// nanoseconds.
+	heard atomic.Int64
 
 	rewindMu sync.Mutex // guards rewound
 	rewound  []rewound  // the last snapshots made by At, newest last
@@ -194,6 +209,16 @@ func (r *Reflector) Range() *ranges.Range { return r.rng }
 
 // Ready reports whether the first list is done.
 func (r *Reflector) Ready() bool { return r.state.Load() != nil }
+
+// Stalled reports whether the synced range has heard nothing from etcd
+// for longer than StallAfter, and for how long it has not.
+func (r *Reflector) Stalled() (time.Duration, bool) {
+	if !r.Ready() {
+		return 0, false // not synced: reported as such
+	}
+	quiet := time.Since(time.Unix(0, r.heard.Load()))
+	return quiet, quiet > r.cfg.StallAfter
+}
 
 // Seen returns the revision the range is complete up to.
 func (r *Reflector) Seen() int64 {

@@ -18,6 +18,10 @@ import (
 // errRelist ends a watch that must start over with a list.
 var errRelist = errors.New("reflector: relist needed")
 
+// errStalled ends a watch that stopped answering: it starts again from
+// the seen revision.
+var errStalled = errors.New("reflector: watch stalled")
+
 const (
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 5 * time.Second
@@ -127,6 +131,7 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 		old.win.Release()
 	}
 	r.inconsistent.Store(false)
+	r.heard.Store(time.Now().UnixNano())
 	r.advance(rev)
 	r.cfg.Sink.Seen(r.rng.ID, rev)
 	r.updateGauges(st)
@@ -173,12 +178,16 @@ func (r *Reflector) watch(ctx context.Context, rev int64) error {
 // follow consumes one watch channel.
 func (r *Reflector) follow(ctx context.Context, st *state, wch clientv3.WatchChan, ticker *time.Ticker) error {
 	lastEvent := time.Now()
+	// This watch is given StallAfter to answer, whatever the last one did.
+	since := lastEvent
 	for {
 		select {
 		case resp, ok := <-wch:
 			if !ok {
 				return errors.New("watch channel closed")
 			}
+			since = time.Now()
+			r.heard.Store(since.UnixNano())
 			if resp.CompactRevision != 0 {
 				return fmt.Errorf("%w: watch compacted at %d", errRelist, resp.CompactRevision)
 			}
@@ -204,11 +213,30 @@ func (r *Reflector) follow(ctx context.Context, st *state, wch clientv3.WatchCha
 		case <-ticker.C:
 			st.win.Expire()
 			r.updateGauges(st)
+			if time.Since(since) > r.cfg.StallAfter/2 && r.current(ctx) {
+				since = time.Now()
+				r.heard.Store(since.UnixNano())
+			}
+			if quiet := time.Since(since); quiet > r.cfg.StallAfter {
+				r.m.stalls.Inc()
+				return fmt.Errorf("%w: nothing from etcd for %s at revision %d", errStalled, quiet.Round(time.Millisecond), r.Seen())
+			}
 			if time.Since(lastEvent) >= r.cfg.ProgressInterval {
 				r.askProgress(ctx)
 			}
 		}
 	}
+}
+
+// current reports whether etcd's revision is still the seen one. etcd
+// answers no progress request while its revision is below the watch's
+// start (nothing was written anywhere since): such a quiet watch is not
+// stalled.
+func (r *Reflector) current(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StallAfter/2)
+	defer cancel()
+	resp, err := r.cfg.Etcd.Get(ctx, r.rng.Start, clientv3.WithCountOnly())
+	return err == nil && resp.Header.Revision <= r.Seen()
 }
 
 func (r *Reflector) askProgress(ctx context.Context) {
