@@ -648,7 +648,7 @@ func TestFairQueuing(t *testing.T) {
 	queued := func(want float64) {
 		t.Helper()
 		storagetest.Eventually(t, 15*time.Second, fmt.Sprintf("%v requests queued", want), func() error {
-			if got := gatewayMetric(t, adminRaw, "kgate_gateway_queued_requests", `level="workload"`); got != want {
+			if got := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_current_inqueue_requests", `priority_level="workload"`); got != want {
 				return fmt.Errorf("%v queued", got)
 			}
 			return nil
@@ -676,6 +676,9 @@ func TestFairQueuing(t *testing.T) {
 	}
 	if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="queue_full"`); n != 1 {
 		t.Fatalf("kgate_gateway_rejected_total{reason=queue_full} = %v", n)
+	}
+	if n := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_rejected_requests_total", `priority_level="workload"`, `reason="queue-full"`); n != 1 {
+		t.Fatalf("apiserver_flowcontrol_rejected_requests_total{priority_level=workload,reason=queue-full} = %v", n)
 	}
 	// A client going away leaves its queue.
 	gone, goAway := context.WithCancel(bg)
@@ -709,15 +712,20 @@ func TestFairQueuing(t *testing.T) {
 	}
 	queued(0)
 	storagetest.Eventually(t, 15*time.Second, "no request in flight", func() error {
-		if n := gatewayMetric(t, adminRaw, "kgate_gateway_inflight", `level="workload"`); n != 0 {
-			return fmt.Errorf("kgate_gateway_inflight{level=workload} = %v", n)
+		if n := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_current_executing_requests", `priority_level="workload"`); n != 0 {
+			return fmt.Errorf("apiserver_flowcontrol_current_executing_requests{priority_level=workload} = %v", n)
 		}
 		return nil
 	})
-	// The waits were timed: not all of them were 0.
-	n := gatewayMetric(t, adminRaw, "kgate_gateway_queue_wait_seconds_count", `level="workload"`)
-	if zero := gatewayMetric(t, adminRaw, "kgate_gateway_queue_wait_seconds_bucket", `level="workload"`, `le="0"`); zero < 0 || n-zero < 4 {
-		t.Fatalf("kgate_gateway_queue_wait_seconds{level=workload}: %v waits, %v of them 0; want a2, a3, b1 and b2 to have waited", n, zero)
+	// The waits were timed: a2, a3 and b1 waited, then executed; b2
+	// waited and gave up.
+	const wait = "apiserver_flowcontrol_request_wait_duration_seconds"
+	n := gatewayMetric(t, adminRaw, wait+"_count", `priority_level="workload"`, `execute="true"`)
+	if zero := gatewayMetric(t, adminRaw, wait+"_bucket", `priority_level="workload"`, `execute="true"`, `le="0"`); zero < 0 || n-zero < 3 {
+		t.Fatalf("%s{priority_level=workload,execute=true}: %v waits, %v of them 0; want a2, a3 and b1 to have waited", wait, n, zero)
+	}
+	if n := gatewayMetric(t, adminRaw, wait+"_count", `priority_level="workload"`, `execute="false"`); n != 1 {
+		t.Fatalf("%s{priority_level=workload,execute=false}: %v waits, want b2's", wait, n)
 	}
 	// The seat is free: two creates in a row pass at once.
 	for _, name := range []string{"after-1", "after-2"} {

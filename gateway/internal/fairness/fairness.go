@@ -123,10 +123,12 @@ type Config struct {
 	Now   func() time.Time
 	Sleep func(time.Duration)
 	After func(time.Duration) <-chan time.Time
-	// Metrics registers kgate_gateway_inflight,
-	// apiserver_current_inflight_requests,
-	// kgate_gateway_rejected_total, kgate_gateway_queued_requests and
-	// kgate_gateway_queue_wait_seconds; required.
+	// Metrics registers apiserver_current_inflight_requests, the
+	// apiserver_flowcontrol_* families kube-apiserver's API Priority and
+	// Fairness exports (labelled by priority level and flow schema, kgate
+	// having one flow schema per level, named after it) and
+	// kgate_gateway_rejected_total (every 429 of the limiter, the per-user
+	// limits too); required.
 	Metrics prometheus.Registerer
 }
 
@@ -139,6 +141,9 @@ type Limiter struct {
 	rejected     *prometheus.CounterVec
 	queued       *prometheus.GaugeVec
 	wait         *prometheus.HistogramVec
+	dispatched   *prometheus.CounterVec
+	apfRejected  *prometheus.CounterVec
+	seats        *prometheus.GaugeVec
 
 	mu      sync.Mutex // guards users and sweepAt
 	users   map[string]*userState
@@ -150,8 +155,11 @@ type level struct {
 	PriorityLevel
 	read     *queueSet
 	mutating *queueSet
-	gauge    prometheus.Gauge    // in flight
-	wait     prometheus.Observer // queue wait
+	gauge      prometheus.Gauge // executing
+	dispatched prometheus.Counter
+	// waited and gaveUp observe the queue wait of requests that got a
+	// seat and of those that did not.
+	waited, gaveUp prometheus.Observer
 }
 
 // userState is one user's buckets and watch count.
@@ -213,8 +221,8 @@ func New(cfg Config) (*Limiter, error) {
 		users:   make(map[string]*userState),
 		sweepAt: 1024,
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kgate_gateway_inflight", Help: "Requests in flight by priority level (long-running requests excluded).",
-		}, []string{"level"}),
+			Name: "apiserver_flowcontrol_current_executing_requests", Help: "Requests executing, by priority level and flow schema (long-running requests excluded), as kube-apiserver's API Priority and Fairness.",
+		}, apfLabels),
 		inflightKind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "apiserver_current_inflight_requests", Help: "Requests in flight by kind (readOnly, mutating), as kube-apiserver's name: long-running requests excluded.",
 		}, []string{"request_kind"}),
@@ -222,22 +230,38 @@ func New(cfg Config) (*Limiter, error) {
 			Name: "kgate_gateway_rejected_total", Help: "Requests rejected with 429 by fairness, by reason.",
 		}, []string{"reason"}),
 		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kgate_gateway_queued_requests", Help: "Requests waiting in the fairness queues for a seat, by priority level.",
-		}, []string{"level"}),
+			Name: "apiserver_flowcontrol_current_inqueue_requests", Help: "Requests waiting in the fairness queues for a seat, by priority level and flow schema.",
+		}, apfLabels),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kgate_gateway_queue_wait_seconds", Help: "Time requests held by the in-flight limit waited in the fairness queues (0 for those seated at once), whether they got a seat or not, by priority level.",
+			Name: "apiserver_flowcontrol_request_wait_duration_seconds", Help: "Time requests of a limited pool waited in the fairness queues (0 for those seated at once), by priority level, flow schema and whether they then executed.",
 			Buckets: []float64{0, .005, .02, .05, .1, .2, .5, 1, 2, 5, 10, 15, 30},
-		}, []string{"level"}),
+		}, append(apfLabels[:2:2], "execute")),
+		dispatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_flowcontrol_dispatched_requests_total", Help: "Requests that began executing, by priority level and flow schema (long-running requests excluded).",
+		}, apfLabels),
+		apfRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "apiserver_flowcontrol_rejected_requests_total", Help: "Requests rejected by the fairness queues, by priority level, flow schema and reason (queue-full, time-out, cancelled).",
+		}, append(apfLabels[:2:2], "reason")),
+		seats: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "apiserver_flowcontrol_nominal_limit_seats", Help: "Seats of each priority level: its read and mutating in-flight limits together (0: unlimited).",
+		}, []string{"priority_level"}),
 	}
-	for _, c := range []prometheus.Collector{l.inflight, l.inflightKind, l.rejected, l.queued, l.wait} {
+	for _, c := range []prometheus.Collector{l.inflight, l.inflightKind, l.rejected, l.queued, l.wait, l.dispatched, l.apfRejected, l.seats} {
 		if err := cfg.Metrics.Register(c); err != nil {
 			return nil, fmt.Errorf("cannot register fairness metrics: %w", err)
 		}
 	}
 	for _, name := range []string{LevelSystem, LevelWorkload} {
-		lv := &level{PriorityLevel: newPriorityLevel(name), gauge: l.inflight.WithLabelValues(name), wait: l.wait.WithLabelValues(name)}
+		lv := &level{
+			PriorityLevel: newPriorityLevel(name), gauge: l.inflight.WithLabelValues(name, name), dispatched: l.dispatched.WithLabelValues(name, name),
+			waited: l.wait.WithLabelValues(name, name, "true"), gaveUp: l.wait.WithLabelValues(name, name, "false"),
+		}
 		lv.read, lv.mutating = l.pool(cfg.MaxInflight, name), l.pool(cfg.MaxMutatingInflight, name)
 		l.levels[name] = lv
+		l.seats.WithLabelValues(name).Set(float64(cfg.MaxInflight + cfg.MaxMutatingInflight))
+		for _, r := range []string{ReasonQueueFull, ReasonTimeout, ReasonCancelled} {
+			l.apfRejected.WithLabelValues(name, name, apfReason(r))
+		}
 	}
 	for _, r := range []string{ReasonQueueFull, ReasonTimeout, ReasonCancelled, ReasonUserRate, ReasonWatches, ReasonListBytes} {
 		l.rejected.WithLabelValues(r)
@@ -250,7 +274,7 @@ func (l *Limiter) pool(limit int, level string) *queueSet {
 	if limit == 0 {
 		return nil
 	}
-	return newQueueSet(limit, l.cfg.Queues, l.cfg.HandSize, l.cfg.QueueLengthLimit, l.queued.WithLabelValues(level))
+	return newQueueSet(limit, l.cfg.Queues, l.cfg.HandSize, l.cfg.QueueLengthLimit, l.queued.WithLabelValues(level, level))
 }
 
 // Request is what the limiter looks at.
@@ -342,6 +366,7 @@ func (l *Limiter) Admit(ctx context.Context, r *Request) (*Ticket, error) {
 		t.pool = s
 	}
 	lv.gauge.Inc()
+	lv.dispatched.Inc()
 	t.gauge = lv.gauge
 	t.kind = l.inflightKind.WithLabelValues("readOnly")
 	if mutating(r.Verb) {
@@ -358,7 +383,7 @@ func (l *Limiter) seat(ctx context.Context, lv *level, s *queueSet, flow string)
 		return l.reject(lv, ReasonQueueFull, time.Second, fmt.Sprintf("too many requests waiting at priority level %q, please try again later", lv.Name))
 	}
 	if w == nil {
-		lv.wait.Observe(0)
+		lv.waited.Observe(0)
 		return nil
 	}
 	start := l.cfg.Now()
@@ -380,7 +405,12 @@ func (l *Limiter) seat(ctx context.Context, lv *level, s *queueSet, flow string)
 			s.release()
 		}
 	}
-	lv.wait.Observe(l.cfg.Now().Sub(start).Seconds())
+	waited := l.cfg.Now().Sub(start).Seconds()
+	if reason == "" {
+		lv.waited.Observe(waited)
+	} else {
+		lv.gaveUp.Observe(waited)
+	}
 	switch reason {
 	case ReasonTimeout:
 		return l.reject(lv, reason, time.Second, fmt.Sprintf("request waited %v in the queue of priority level %q without a seat, please try again later", l.cfg.MaxWait, lv.Name))
@@ -459,7 +489,27 @@ func (l *Limiter) user(name string, now time.Time) *userState {
 
 func (l *Limiter) reject(lv *level, reason string, wait time.Duration, msg string) *Rejected {
 	l.rejected.WithLabelValues(reason).Inc()
+	if r := apfReason(reason); r != "" {
+		l.apfRejected.WithLabelValues(lv.Name, lv.Name, r).Inc()
+	}
 	return &Rejected{Reason: reason, RetryAfter: retryAfter(wait), Message: msg, Level: &lv.PriorityLevel}
+}
+
+// apfLabels label the apiserver_flowcontrol_* families.
+var apfLabels = []string{"priority_level", "flow_schema"}
+
+// apfReason is kube-apiserver's reason label of a rejection by the
+// queues; "" for the per-user limits, which it does not have.
+func apfReason(reason string) string {
+	switch reason {
+	case ReasonQueueFull:
+		return "queue-full"
+	case ReasonTimeout:
+		return "time-out"
+	case ReasonCancelled:
+		return "cancelled"
+	}
+	return ""
 }
 
 // Done releases the request's seat, which goes to the next request

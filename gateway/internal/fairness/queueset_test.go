@@ -66,11 +66,11 @@ func checkIdle(t *testing.T, l *Limiter) {
 				t.Errorf("level %s: %d seats in use, %d queued (%d in the queues), want none", name, inUse, queued, n)
 			}
 		}
-		if g := value(l.queued.WithLabelValues(name)); g != 0 {
-			t.Errorf("level %s: kgate_gateway_queued_requests %v", name, g)
+		if g := value(l.queued.WithLabelValues(name, name)); g != 0 {
+			t.Errorf("level %s: apiserver_flowcontrol_current_inqueue_requests %v", name, g)
 		}
-		if g := value(l.inflight.WithLabelValues(name)); g != 0 {
-			t.Errorf("level %s: kgate_gateway_inflight %v", name, g)
+		if g := value(l.inflight.WithLabelValues(name, name)); g != 0 {
+			t.Errorf("level %s: apiserver_flowcontrol_current_executing_requests %v", name, g)
 		}
 	}
 }
@@ -116,7 +116,7 @@ func TestFairQueuing(t *testing.T) {
 		for range 2 {
 			admitAsync(l, ctx, &Request{User: "b", Verb: "get"}, out)
 		}
-		if q := value(l.queued.WithLabelValues(LevelWorkload)); q != 22 {
+		if q := value(l.queued.WithLabelValues(LevelWorkload, LevelWorkload)); q != 22 {
 			t.Fatalf("%v queued, want 22", q)
 		}
 		// The seat passes from one request to the next.
@@ -170,6 +170,9 @@ func TestQueueFull(t *testing.T) {
 		if n := value(l.rejected.WithLabelValues(ReasonQueueFull)); n != 1 {
 			t.Fatalf("kgate_gateway_rejected_total{reason=queue_full} %v", n)
 		}
+		if n := value(l.apfRejected.WithLabelValues(LevelWorkload, LevelWorkload, "queue-full")); n != 1 {
+			t.Fatalf("apiserver_flowcontrol_rejected_requests_total{reason=queue-full} %v", n)
+		}
 		holder.Done("get", 0)
 		for range 2 {
 			a := <-out
@@ -203,13 +206,15 @@ func TestQueueTimeout(t *testing.T) {
 		if waited := time.Since(start); waited != DefaultMaxWait {
 			t.Fatalf("waited %v, want %v", waited, DefaultMaxWait)
 		}
-		var m dto.Metric
-		if err := l.wait.WithLabelValues(LevelWorkload).(prometheus.Metric).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		// The holder seated at once (0 s) and b's 15 s.
-		if h := m.GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() != DefaultMaxWait.Seconds() {
-			t.Fatalf("kgate_gateway_queue_wait_seconds: %d samples, sum %v", h.GetSampleCount(), h.GetSampleSum())
+		// The holder seated at once (0 s), b gave up after 15 s.
+		for execute, want := range map[string]float64{"true": 0, "false": DefaultMaxWait.Seconds()} {
+			var m dto.Metric
+			if err := l.wait.WithLabelValues(LevelWorkload, LevelWorkload, execute).(prometheus.Metric).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			if h := m.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() != want {
+				t.Fatalf("apiserver_flowcontrol_request_wait_duration_seconds{execute=%s}: %d samples, sum %v, want 1 of %v", execute, h.GetSampleCount(), h.GetSampleSum(), want)
+			}
 		}
 		holder.Done("get", 0)
 		checkIdle(t, l)
@@ -244,7 +249,7 @@ func TestQueueCancel(t *testing.T) {
 				t.Fatal("c was not cancelled")
 			}
 		}
-		if q := value(l.queued.WithLabelValues(LevelWorkload)); q != 1 {
+		if q := value(l.queued.WithLabelValues(LevelWorkload, LevelWorkload)); q != 1 {
 			t.Fatalf("%v queued, want 1", q)
 		}
 		holders[0].Done("get", 0)
