@@ -105,9 +105,10 @@ test-integration: build kubectl helm metrics-server ## integration and end-to-en
 test-e2e: build kubectl helm metrics-server ## the end-to-end tests alone
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) HELM_BIN=$(HELM) METRICS_SERVER_BIN=$(METRICS_SERVER) $(GO) test -count=1 -v ./cmd/kgate/e2e/
 
-test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev (builds ~5 min, test ~2 min; run by .ci/run)
+test-controlplane: build kubectl kube-controller-manager kube-scheduler kwok kube-apiserver ## kube-controller-manager, kube-scheduler and kwok (3 fake nodes) against kgate dev, and kgate beside kube-apiserver on one etcd (builds ~7 min, tests ~3 min; run by .ci/run)
 	KGATE_BIN=$(KGATE) KUBECTL_BIN=$(KUBECTL) KCM_BIN=$(KCM) KUBE_SCHEDULER_BIN=$(KUBE_SCHEDULER) KWOK_BIN=$(KWOK) \
 		$(GO) test -count=1 -v -timeout 30m -run '^TestControlPlane$$' ./cmd/kgate/e2e/
+	KUBE_APISERVER_BIN=$(KUBE_APISERVER) $(GO) test -count=1 -v -timeout 10m ./deploy/dropin/
 
 # bench: the load harness (bench/) against a kgate dev it starts and stops
 # itself; results in bench/results/<timestamp>/ (results.json, results.md,

@@ -10,10 +10,10 @@
 # --compare-kubeconfig, run i of each back to back; the report, with
 # ratios, goes to BENCH_OUT/<timestamp>/.
 #
-# kube-apiserver stores JSON here (--storage-media-type application/json):
-# kgate reads and writes etcd values as JSON, not yet kube-apiserver's
-# protobuf envelope. Its endpoint reconciler is off, so the two do not
-# take turns at the kubernetes Service's endpoints.
+# Both store built-in objects as protobuf in kube-apiserver's envelope
+# (each reads what the other writes). kube-apiserver's endpoint reconciler
+# is off, so the two do not take turns at the kubernetes Service's
+# endpoints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-$PWD/bin}
@@ -54,7 +54,6 @@ openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
 "$bin/kube-apiserver" \
 	--etcd-servers https://127.0.0.1:2379 --etcd-cafile "$in/ca.crt" \
 	--etcd-certfile "$in/gateway.crt" --etcd-keyfile "$in/gateway.key" \
-	--storage-media-type application/json \
 	--bind-address 127.0.0.1 --secure-port "$kas_port" \
 	--tls-cert-file "$pki/serving.crt" --tls-private-key-file "$pki/serving.key" --client-ca-file "$pki/ca.crt" \
 	--authorization-mode Node,RBAC \

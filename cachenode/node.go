@@ -26,6 +26,7 @@ import (
 	"github.com/kgate/kgate/cachenode/internal/reflector"
 	"github.com/kgate/kgate/cachenode/internal/window"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/nats-io/nats.go"
@@ -71,6 +72,9 @@ type Config struct {
 	// WaitTimeout bounds a read's wait for a revision (then
 	// storage.ErrRevisionTooLarge). Default 3s.
 	WaitTimeout time.Duration
+	// Transformers decrypt stored values (--encryption-provider-config);
+	// nil reads them as they are.
+	Transformers *encryption.Transformers
 	// EagerProtobuf encodes each object version as protobuf when stored,
 	// rather than on its first protobuf read.
 	EagerProtobuf bool
@@ -478,6 +482,7 @@ func (n *Node) startRange(ctx context.Context, rng *ranges.Range, fail func(erro
 		},
 		ProgressInterval: n.cfg.ProgressInterval,
 		StallAfter:       n.cfg.StallAfter,
+		Transformers:     n.cfg.Transformers,
 		EagerProtobuf:    n.cfg.EagerProtobuf,
 		Sink:             n.pub,
 		Logger:           n.cfg.Logger,

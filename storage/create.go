@@ -64,7 +64,7 @@ func (s *Store) create(ctx context.Context, res *registry.Resource, ns, name str
 	if err != nil {
 		return 0, err
 	}
-	value, err := s.encode(key, obj, m)
+	_, value, err := s.encode(ctx, res, key, obj, m)
 	if err != nil {
 		return 0, err
 	}

@@ -82,7 +82,7 @@ func (s *Store) delete(ctx context.Context, res *registry.Resource, ns, name str
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
-		cur, err := s.decode(res, kv)
+		cur, was, err := s.decodeStored(ctx, res, kv)
 		if err != nil {
 			return nil, false, err
 		}
@@ -108,11 +108,11 @@ func (s *Store) delete(ctx context.Context, res *registry.Resource, ns, name str
 			m.SetNamespace(curMeta.GetNamespace())
 			m.SetUID(curMeta.GetUID())
 			m.SetCreationTimestamp(curMeta.GetCreationTimestamp())
-			value, err := s.encode(key, next, m)
+			data, value, err := s.encode(ctx, res, key, next, m)
 			if err != nil {
 				return nil, false, err
 			}
-			if s.sameAsStored(next, value, kv.Value) {
+			if s.sameAsStored(next, data, was) {
 				return cur, false, nil
 			}
 			r, err = s.commitIf(ctx, key, kv.ModRevision, clientv3.OpPut(key, bytesToString(value)))

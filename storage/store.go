@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -56,6 +57,13 @@ type Config struct {
 	// upstream's lease manager does. Rounded down to whole seconds (at
 	// least one). Zero keeps events until deleted.
 	EventTTL time.Duration
+	// MediaType is how built-in objects are stored: MediaTypeProtobuf
+	// (the default, kube-apiserver's: "k8s\x00" and a runtime.Unknown
+	// envelope) or MediaTypeJSON. Custom resources are always JSON.
+	MediaType string
+	// Transformers encrypt and decrypt stored values
+	// (--encryption-provider-config); nil stores them as they are.
+	Transformers *encryption.Transformers
 	// Metrics, when set, registers kube-apiserver's etcd request metrics
 	// (etcd_request_duration_seconds, etcd_requests_total,
 	// etcd_request_errors_total).
@@ -77,7 +85,9 @@ type Store struct {
 	logger     *slog.Logger
 	now        func() time.Time
 	maxRequest int
-	metrics    *metrics // nil: none
+	protobuf   bool                     // store built-in objects as protobuf
+	values     *encryption.Transformers // nil: values stored as they are
+	metrics    *metrics                 // nil: none
 }
 
 // New returns a Store.
@@ -95,6 +105,11 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("cannot create store: negative MaxRequestBytes")
 	case cfg.EventTTL < 0:
 		return nil, errors.New("cannot create store: negative EventTTL")
+	case cfg.MediaType != "" && cfg.MediaType != MediaTypeJSON && cfg.MediaType != MediaTypeProtobuf:
+		return nil, fmt.Errorf("cannot create store: storage media type %q is neither %s nor %s", cfg.MediaType, MediaTypeJSON, MediaTypeProtobuf)
+	}
+	if cfg.MediaType == "" {
+		cfg.MediaType = MediaTypeProtobuf
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -120,8 +135,16 @@ func New(cfg Config) (*Store, error) {
 		logger:     cfg.Logger,
 		now:        cfg.Now,
 		maxRequest: cfg.MaxRequestBytes,
+		protobuf:   cfg.MediaType == MediaTypeProtobuf,
+		values:     cfg.Transformers,
 	}, nil
 }
+
+// Storage media types (kube-apiserver's --storage-media-type).
+const (
+	MediaTypeJSON     = "application/json"
+	MediaTypeProtobuf = "application/vnd.kubernetes.protobuf"
+)
 
 // ListOptions selects a page of a List.
 type ListOptions struct {
@@ -193,7 +216,7 @@ func (s *Store) get(ctx context.Context, res *registry.Resource, ns, name string
 	if len(resp.Kvs) == 0 {
 		return nil, fmt.Errorf("cannot get %s: %w", describe(res, ns, name), ErrNotFound)
 	}
-	return s.decode(res, resp.Kvs[0])
+	return s.decode(ctx, res, resp.Kvs[0])
 }
 
 // List reads objects of res in namespace ns (all namespaces when empty)
@@ -240,7 +263,7 @@ func (s *Store) list(ctx context.Context, res *registry.Resource, ns string, opt
 		out.Revision = resp.Header.Revision
 	}
 	for _, kv := range resp.Kvs {
-		obj, err := s.decode(res, kv)
+		obj, err := s.decode(ctx, res, kv)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list %s: %w", what, err)
 		}
@@ -255,12 +278,34 @@ func (s *Store) list(ctx context.Context, res *registry.Resource, ns string, opt
 
 // decode returns the typed object stored in kv, with its kind and
 // resourceVersion set.
-func (s *Store) decode(res *registry.Resource, kv *mvccpb.KeyValue) (runtime.Object, error) {
+func (s *Store) decode(ctx context.Context, res *registry.Resource, kv *mvccpb.KeyValue) (runtime.Object, error) {
+	obj, _, err := s.decodeStored(ctx, res, kv)
+	return obj, err
+}
+
+// stored is a value as read: the object's encoding once decrypted, and
+// whether it was encrypted with other than the writing provider.
+type stored struct {
+	data  []byte
+	stale bool
+}
+
+// decodeStored is decode, also returning the decrypted value.
+func (s *Store) decodeStored(ctx context.Context, res *registry.Resource, kv *mvccpb.KeyValue) (runtime.Object, stored, error) {
+	data, stale, err := s.values.FromStorage(ctx, res.GVR().GroupResource(), string(kv.Key), kv.Value)
+	if err != nil {
+		return nil, stored{}, fmt.Errorf("%w: %w", ErrInvalidObject, err)
+	}
+	obj, err := s.decodeData(res, kv, data)
+	return obj, stored{data, stale}, err
+}
+
+func (s *Store) decodeData(res *registry.Resource, kv *mvccpb.KeyValue, data []byte) (runtime.Object, error) {
 	obj, err := s.registry.NewStored(res)
 	if err != nil {
 		return nil, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
 	}
-	if err := s.codec.Decode(kv.Value, obj); err != nil {
+	if err := s.codec.Decode(data, obj); err != nil {
 		return nil, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
 	}
 	m, err := meta.Accessor(obj)
@@ -273,30 +318,48 @@ func (s *Store) decode(res *registry.Resource, kv *mvccpb.KeyValue) (runtime.Obj
 	return obj, nil
 }
 
-// encode returns the value to store for obj at key, without
-// resourceVersion. The value fails with ErrTooLarge when etcd would
-// refuse it for its size.
-func (s *Store) encode(key string, obj runtime.Object, m metav1.Object) ([]byte, error) {
+// encode returns obj, an object of res to store at key, without
+// resourceVersion: its encoding (data) and the value to store (sealed:
+// data encrypted as configured). It fails with ErrTooLarge when etcd
+// would refuse the value for its size.
+func (s *Store) encode(ctx context.Context, res *registry.Resource, key string, obj runtime.Object, m metav1.Object) (data, sealed []byte, err error) {
 	m.SetResourceVersion("")
-	value, err := s.codec.EncodeJSON(obj)
+	if s.protobuf && !res.Unstructured() {
+		data, err = s.codec.EncodeProtobuf(obj)
+	} else {
+		data, err = s.codec.EncodeJSON(obj)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
-	if n := len(value) + 3*len(key) + txnOverhead; n > s.maxRequest {
-		return nil, fmt.Errorf("object of %d bytes is too large for etcd (limit %d bytes per request): %w", len(value), s.maxRequest, ErrTooLarge)
+	if sealed, err = s.values.ToStorage(ctx, res.GVR().GroupResource(), key, data); err != nil {
+		return nil, nil, err
 	}
-	return value, nil
+	if n := len(sealed) + 3*len(key) + txnOverhead; n > s.maxRequest {
+		return nil, nil, fmt.Errorf("object of %d bytes is too large for etcd (limit %d bytes per request): %w", len(sealed), s.maxRequest, ErrTooLarge)
+	}
+	return data, sealed, nil
 }
 
-// sameAsStored reports whether obj, encoded as value, is what stored holds,
-// so that writing it would change nothing. A protobuf value written by
-// kube-apiserver is compared in protobuf.
-func (s *Store) sameAsStored(obj runtime.Object, value, stored []byte) bool {
-	if !codec.IsProtobuf(stored) {
-		return bytes.Equal(value, stored)
+// sameAsStored reports whether obj, encoded as data, is what was stored,
+// so that writing it would change nothing. A value stored in the other
+// encoding (written by kube-apiserver, or before a change of media type)
+// is compared in its own; one encrypted with an old provider is never
+// the same, so that an update rewrites it with the current one.
+func (s *Store) sameAsStored(obj runtime.Object, data []byte, was stored) bool {
+	if was.stale {
+		return false
 	}
-	pb, err := s.codec.EncodeProtobuf(obj)
-	return err == nil && bytes.Equal(pb, stored)
+	switch {
+	case codec.IsProtobuf(was.data) == codec.IsProtobuf(data):
+		return bytes.Equal(data, was.data)
+	case codec.IsProtobuf(was.data):
+		pb, err := s.codec.EncodeProtobuf(obj)
+		return err == nil && bytes.Equal(pb, was.data)
+	default:
+		js, err := s.codec.EncodeJSON(obj)
+		return err == nil && bytes.Equal(js, was.data)
+	}
 }
 
 // checkObject returns the metadata of obj, which must be of the storage

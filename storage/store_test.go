@@ -158,6 +158,9 @@ func TestNewValidates(t *testing.T) {
 	f("no registry", func(c *storage.Config) { c.Registry = nil }, true)
 	f("no codec", func(c *storage.Config) { c.Codec = nil }, true)
 	f("no logger", func(c *storage.Config) { c.Logger = nil }, true)
+	f("JSON", func(c *storage.Config) { c.MediaType = storage.MediaTypeJSON }, false)
+	f("protobuf", func(c *storage.Config) { c.MediaType = storage.MediaTypeProtobuf }, false)
+	f("YAML", func(c *storage.Config) { c.MediaType = "application/yaml" }, true)
 	f("negative max request", func(c *storage.Config) { c.MaxRequestBytes = -1 }, true)
 	f("negative event TTL", func(c *storage.Config) { c.EventTTL = -time.Second }, true)
 }
@@ -194,10 +197,14 @@ func TestCreateGet(t *testing.T) {
 		t.Errorf("Get returned kind %v", got.GetObjectKind().GroupVersionKind())
 	}
 
-	// The value holds no resourceVersion.
+	// The value is protobuf, as kube-apiserver stores it, and holds no
+	// resourceVersion.
 	raw := e.raw(cms.Key("default", "c1"))
-	if codec.IsProtobuf(raw) || strings.Contains(string(raw), "resourceVersion") {
-		t.Errorf("stored value is not JSON without resourceVersion: %s", raw)
+	var stored corev1.ConfigMap
+	if !codec.IsProtobuf(raw) {
+		t.Errorf("stored value is not protobuf: %q", raw)
+	} else if err := e.codec.Decode(raw, &stored); err != nil || stored.ResourceVersion != "" || stored.Name != "c1" {
+		t.Errorf("stored value decodes to %+v, %v; want c1 without resourceVersion", stored.ObjectMeta, err)
 	}
 
 	// Nanoseconds of the clock are dropped, as the stored form does.
@@ -415,9 +422,10 @@ func TestList(t *testing.T) {
 }
 
 // TestReadKubeAPIServerProtobuf reads a Pod stored the way kube-apiserver
-// stores it: protobuf with the "k8s\x00" magic.
+// stores it, protobuf with the "k8s\x00" magic, with a store that writes
+// JSON (--storage-media-type application/json).
 func TestReadKubeAPIServerProtobuf(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(c *storage.Config) { c.MediaType = storage.MediaTypeJSON })
 	ctx := context.Background()
 	pods := e.pods()
 	grace := int64(10)
@@ -482,5 +490,46 @@ func TestReadKubeAPIServerProtobuf(t *testing.T) {
 	}
 	if raw := e.raw(pods.Key("default", "p")); codec.IsProtobuf(raw) {
 		t.Error("updated value is still protobuf")
+	}
+}
+
+// TestReadJSONWrittenBefore: a JSON value (an older kgate's, or written
+// with --storage-media-type application/json) is read by a store that
+// writes protobuf; an update changing nothing writes nothing, a real
+// update rewrites it as protobuf.
+func TestReadJSONWrittenBefore(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cms := e.res("", "configmaps")
+	cm := configMap("default", "old", map[string]string{"k": "v"})
+	cm.UID, cm.CreationTimestamp = "6f3c4a57-9a5e-2b2c-2d2e-0b8b8a3e2f30", metav1.NewTime(t0)
+	value, err := e.codec.EncodeJSON(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := e.client.Put(ctx, cms.Key("default", "old"), string(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.Get(ctx, cms, "default", "old", 0)
+	if err != nil || got.(*corev1.ConfigMap).Data["k"] != "v" {
+		t.Fatalf("Get = %v, %v", got, err)
+	}
+	before := e.revision()
+	same, err := e.store.Update(ctx, cms, "default", "old", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) { return cur, nil })
+	if err != nil {
+		t.Fatalf("no-op Update: %v", err)
+	}
+	if rv(t, same) != put.Header.Revision || e.revision() != before {
+		t.Errorf("no-op update of a JSON value wrote: rv %d, revision %d → %d", rv(t, same), before, e.revision())
+	}
+	if _, err := e.store.Update(ctx, cms, "default", "old", storage.Preconditions{}, func(cur runtime.Object) (runtime.Object, error) {
+		cur.(*corev1.ConfigMap).Data["k"] = "w"
+		return cur, nil
+	}); err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if raw := e.raw(cms.Key("default", "old")); !codec.IsProtobuf(raw) {
+		t.Errorf("updated value is not protobuf: %q", raw)
 	}
 }

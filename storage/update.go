@@ -72,7 +72,7 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cur, err := s.decode(res, kv)
+		cur, was, err := s.decodeStored(ctx, res, kv)
 		if err != nil {
 			return nil, err
 		}
@@ -110,11 +110,11 @@ func (s *Store) update(ctx context.Context, res *registry.Resource, ns, name str
 				return cur, nil
 			}
 		} else {
-			value, err := s.encode(key, out, m)
+			data, value, err := s.encode(ctx, res, key, out, m)
 			if err != nil {
 				return nil, err
 			}
-			if s.sameAsStored(out, value, kv.Value) {
+			if s.sameAsStored(out, data, was) {
 				return cur, nil
 			}
 			put, err := s.putOp(ctx, res, key, value)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
 )
@@ -30,6 +31,8 @@ func runDev(ctx context.Context, args []string) error {
 	gf := addAggregatorFlags(fs)
 	window := addWindowFlags(fs)
 	uf := addUpkeepFlags(fs)
+	encryptionConfig := fs.String("encryption-provider-config", "", "kube-apiserver's EncryptionConfiguration file: how values of each resource are encrypted in etcd")
+	mediaType := fs.String("storage-media-type", backend.DefaultMediaType, "how built-in objects are stored in etcd: application/vnd.kubernetes.protobuf (kube-apiserver's) or application/json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +52,7 @@ func runDev(ctx context.Context, args []string) error {
 		CacheNodes: *cacheNodes, Gateways: *gateways, Replicas: *replicas, Splits: split,
 		DataDir: *dataDir, Listen: *listen, TokenAuthFile: *tokenFile, AnonymousAuth: *anonymous,
 		ServiceCIDR: *serviceCIDR, Build: version, Logger: log, Window: *window, InsecureInternal: *insecureInternal,
-		Profiling: *profiling,
+		Profiling: *profiling, EncryptionProviderConfig: *encryptionConfig, StorageMediaType: *mediaType,
 	}
 	dcfg.EtcdCompactionInterval, dcfg.EventTTL, dcfg.NodePortRange = *uf.compaction, *uf.eventTTL, *uf.nodePorts
 	if err := gf.devFrontProxy(*dataDir, &af.requestHeader); err != nil {

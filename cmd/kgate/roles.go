@@ -26,6 +26,7 @@ import (
 	"github.com/kgate/kgate/deploy/role"
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage/backend"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/ranges"
 )
@@ -41,6 +42,8 @@ type backendFlags struct {
 	advertise   *string
 	join        *string
 	internal    internalFlags
+	encryption  *string
+	mediaType   *string
 }
 
 func addBackendFlags(fs *flag.FlagSet) backendFlags {
@@ -55,6 +58,9 @@ func addBackendFlags(fs *flag.FlagSet) backendFlags {
 		advertise:  fs.String("cluster-advertise-address", "", "address other members reach this one at (default: derived)"),
 		join:       fs.String("join", "", "members to join, comma-separated host:port (or a headless Service name)"),
 		internal:   addInternalFlags(fs),
+		encryption: fs.String("encryption-provider-config", "", "kube-apiserver's EncryptionConfiguration file: how values of each resource are encrypted in etcd (every gateway and cache node must use the same)"),
+		mediaType: fs.String("storage-media-type", backend.DefaultMediaType,
+			"how built-in objects are stored in etcd: application/vnd.kubernetes.protobuf (kube-apiserver's) or application/json; custom resources are always JSON"),
 	}
 }
 
@@ -126,7 +132,12 @@ func (f backendFlags) connect(name, role, serviceCIDR string, tune ...func(*back
 	nm.Attach(b.nats)
 	log.Info("NATS connected", "took", time.Since(t0))
 	t0 = time.Now()
-	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, Metrics: b.prom, Logger: log}
+	bcfg := backend.Config{Etcd: b.etcd, Splits: splits, ServiceCIDR: serviceCIDR, MediaType: *f.mediaType, Metrics: b.prom, Logger: log}
+	if *f.encryption != "" {
+		if bcfg.Transformers, err = encryption.Load(context.Background(), *f.encryption); err != nil {
+			return nil, err
+		}
+	}
 	for _, t := range tune {
 		t(&bcfg)
 	}
@@ -242,7 +253,7 @@ func runCachenode(ctx context.Context, args []string) error {
 		Node: cachenode.Config{
 			Etcd: b.etcd, NATS: b.nats, Registry: b.storage.Registry, Codec: b.storage.Codec, Ranges: b.storage.Ranges,
 			Listen: *listen, TLS: b.plane.readServer(), Logger: b.log.With("component", "cachenode"), Metrics: b.prom,
-			Window: *window, StallAfter: *stallAfter,
+			Window: *window, StallAfter: *stallAfter, Transformers: b.storage.Transformers,
 		},
 		Membership: bf.membership(b.plane), Replicas: *replicas, Logger: b.log, Metrics: b.prom,
 	})

@@ -62,7 +62,11 @@ var depRules = []depRule{
 		// (and its custom resource strategy, gateway/internal/customresource)
 		// (gateway/internal/builtin) live in the package of its CRD REST,
 		// which builds on the generic registry Store: linked, never run.
-		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry, sampleAPIServer},
+		// storage/encryption loads --encryption-provider-config with
+		// upstream's encryptionconfig, whose KMS health checks are
+		// server/healthz checkers; healthz imports endpoints/metrics
+		// (metric labels). kgate never serves those checkers.
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", "k8s.io/apiserver/pkg/server/options/encryptionconfig", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry, sampleAPIServer},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry, sampleAPIServer},
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},

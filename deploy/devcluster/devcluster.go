@@ -36,6 +36,7 @@ import (
 	"github.com/kgate/kgate/gateway"
 	"github.com/kgate/kgate/storage/backend"
 	"github.com/kgate/kgate/storage/embedded"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 )
@@ -92,6 +93,12 @@ type Config struct {
 	// write (kube-apiserver's --event-ttl; `kgate dev` defaults it to 1h);
 	// zero: until deleted.
 	EventTTL time.Duration
+	// EncryptionProviderConfig is kube-apiserver's EncryptionConfiguration
+	// file (--encryption-provider-config); empty: values in the clear.
+	EncryptionProviderConfig string
+	// StorageMediaType is how built-in objects are stored
+	// (--storage-media-type); default protobuf.
+	StorageMediaType string
 	// UnsafeNoFsync skips etcd's fsync (tests).
 	UnsafeNoFsync bool
 	// InsecureInternal runs the internal plane in plaintext without
@@ -234,9 +241,15 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	} else if cfg.CacheNodes > 1 {
 		splits = ranges.DefaultSplits()
 	}
+	var values *encryption.Transformers
+	if cfg.EncryptionProviderConfig != "" {
+		if values, err = encryption.Load(ctx, cfg.EncryptionProviderConfig); err != nil {
+			return err
+		}
+	}
 	t0 = time.Now()
 	if c.storage, err = backend.Open(backend.Config{Etcd: c.etcdClient, Registry: cfg.Resources, Splits: splits, ServiceCIDR: cfg.ServiceCIDR, NodePortRange: cfg.NodePortRange,
-		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, Logger: log,
+		CompactionInterval: cfg.EtcdCompactionInterval, EventTTL: cfg.EventTTL, MediaType: cfg.StorageMediaType, Transformers: values, Logger: log,
 		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"component": "storage"}, c.Registry)}); err != nil {
 		return err
 	}
@@ -247,14 +260,14 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	t0 = time.Now()
 	for i := range cfg.CacheNodes {
 		name := fmt.Sprintf("cachenode-%d", i)
-		nc, err := c.connect(name, pki.RoleCacheNode, prometheus.Labels{"cachenode": name})
+		nc, err := c.connect(name, pki.RoleCacheNode)
 		if err != nil {
 			return err
 		}
 		node, err := role.NewCacheNode(role.CacheNodeConfig{
 			Node: cachenode.Config{
 				Etcd: c.etcdClient, NATS: nc, Registry: b.Registry, Codec: b.Codec, Ranges: b.Ranges, Listen: "127.0.0.1:0",
-				Window: cfg.Window, TLS: c.internal.readServer,
+				Window: cfg.Window, TLS: c.internal.readServer, Transformers: values,
 				Logger:  log.With("component", "cachenode", "node", name),
 				Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"cachenode": name}, c.Registry),
 			},
@@ -307,7 +320,7 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 	t0 = time.Now()
 	for i := range cfg.Gateways {
 		name := fmt.Sprintf("gateway-%d", i)
-		nc, err := c.connect(name, pki.RoleGateway, prometheus.Labels{"gateway": name})
+		nc, err := c.connect(name, pki.RoleGateway)
 		if err != nil {
 			return err
 		}
@@ -360,9 +373,9 @@ func (c *Cluster) start(ctx context.Context) (err error) {
 }
 
 // connect opens a NATS connection for one member, its metrics labelled
-// with labels.
-func (c *Cluster) connect(name, role string, labels prometheus.Labels) (*nats.Conn, error) {
-	m, err := natsmetrics.New(prometheus.WrapRegistererWith(labels, c.Registry), c.cfg.Logger.With("component", name))
+// with the member's name.
+func (c *Cluster) connect(name, role string) (*nats.Conn, error) {
+	m, err := natsmetrics.New(prometheus.WrapRegistererWith(prometheus.Labels{"member": name}, c.Registry), c.cfg.Logger.With("component", name))
 	if err != nil {
 		return nil, err
 	}

@@ -20,12 +20,17 @@ import (
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/compact"
 	"github.com/kgate/kgate/storage/crds"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ipalloc"
 	"github.com/kgate/kgate/storage/portalloc"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/revision"
 )
+
+// DefaultMediaType is how built-in objects are stored unless told
+// otherwise: protobuf, as kube-apiserver stores them.
+const DefaultMediaType = storage.MediaTypeProtobuf
 
 // ErrConfig is wrapped by the errors of an invalid Config.
 var ErrConfig = errors.New("backend: invalid config")
@@ -56,6 +61,11 @@ type Config struct {
 	// EventTTL is storage.Config.EventTTL (kube-apiserver's --event-ttl);
 	// zero keeps events until deleted.
 	EventTTL time.Duration
+	// MediaType is storage.Config.MediaType (--storage-media-type).
+	MediaType string
+	// Transformers are storage.Config.Transformers
+	// (--encryption-provider-config); nil stores values as they are.
+	Transformers *encryption.Transformers
 	// Metrics, when set, registers the store's etcd request metrics
 	// (storage.Config.Metrics).
 	Metrics prometheus.Registerer
@@ -65,13 +75,15 @@ type Config struct {
 
 // Backend is the storage stack.
 type Backend struct {
-	Registry   *registry.Registry
-	Codec      *codec.Codec
-	Ranges     *ranges.Follower // follows Registry as it changes
-	Store      *storage.Store
-	Revisions  *revision.Oracle
-	ServiceIPs *ipalloc.Allocator
-	NodePorts  *portalloc.Allocator
+	Registry *registry.Registry
+	Codec    *codec.Codec
+	// Transformers are Config.Transformers: cache nodes decrypt with them.
+	Transformers *encryption.Transformers
+	Ranges       *ranges.Follower // follows Registry as it changes
+	Store        *storage.Store
+	Revisions    *revision.Oracle
+	ServiceIPs   *ipalloc.Allocator
+	NodePorts    *portalloc.Allocator
 	// Etcd is Config.Etcd, for what works on etcd below the store (the
 	// CRD controller's watch and cleanup). Not closed by Close.
 	Etcd *clientv3.Client
@@ -92,7 +104,7 @@ func Open(cfg Config) (_ *Backend, err error) {
 	if cfg.Etcd == nil || cfg.Logger == nil {
 		return nil, fmt.Errorf("%w: Etcd and Logger are required", ErrConfig)
 	}
-	b := &Backend{Etcd: cfg.Etcd, log: cfg.Logger}
+	b := &Backend{Etcd: cfg.Etcd, Transformers: cfg.Transformers, log: cfg.Logger}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -111,7 +123,10 @@ func Open(cfg Config) (_ *Backend, err error) {
 		{"codec", func() error { b.Codec = codec.New(b.Registry.Scheme()); return nil }},
 		{"ranges", func() (err error) { b.Ranges, err = ranges.Follow(b.Registry, cfg.Splits); return err }},
 		{"store", func() (err error) {
-			b.Store, err = storage.New(storage.Config{Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, EventTTL: cfg.EventTTL, Metrics: cfg.Metrics, Logger: cfg.Logger.With("component", "storage")})
+			b.Store, err = storage.New(storage.Config{
+				Client: cfg.Etcd, Registry: b.Registry, Codec: b.Codec, EventTTL: cfg.EventTTL, MediaType: cfg.MediaType, Transformers: cfg.Transformers,
+				Metrics: cfg.Metrics, Logger: cfg.Logger.With("component", "storage"),
+			})
 			return err
 		}},
 		{"revisions", func() (err error) {
@@ -119,15 +134,15 @@ func Open(cfg Config) (_ *Backend, err error) {
 			return err
 		}},
 		{"service IPs", func() (err error) {
-			b.ServiceIPs, err = ipalloc.New(ipalloc.Config{Client: cfg.Etcd, CIDR: cfg.ServiceCIDR, Logger: cfg.Logger.With("component", "ipalloc")})
+			b.ServiceIPs, err = ipalloc.New(ipalloc.Config{Client: cfg.Etcd, CIDR: cfg.ServiceCIDR, Transformers: cfg.Transformers, Logger: cfg.Logger.With("component", "ipalloc")})
 			return err
 		}},
 		{"node ports", func() (err error) {
-			b.NodePorts, err = portalloc.New(portalloc.Config{Client: cfg.Etcd, Range: cfg.NodePortRange, Logger: cfg.Logger.With("component", "portalloc")})
+			b.NodePorts, err = portalloc.New(portalloc.Config{Client: cfg.Etcd, Range: cfg.NodePortRange, Transformers: cfg.Transformers, Logger: cfg.Logger.With("component", "portalloc")})
 			return err
 		}},
 		{"CRDs", func() (err error) {
-			b.CRDs, err = crds.Start(crds.Config{Etcd: cfg.Etcd, Registry: b.Registry, Logger: cfg.Logger.With("component", "crds")})
+			b.CRDs, err = crds.Start(crds.Config{Etcd: cfg.Etcd, Registry: b.Registry, Transformers: cfg.Transformers, Logger: cfg.Logger.With("component", "crds")})
 			return err
 		}},
 		{"compactor", func() (err error) {

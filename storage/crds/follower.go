@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	Registry *registry.Registry
 	// Logger is required.
 	Logger *slog.Logger
+	// Transformers decrypt stored CRDs (--encryption-provider-config); nil
+	// reads them as they are.
+	Transformers *encryption.Transformers
 	// RetryDelay is the pause before listing again after the watch
 	// failed. Default 1s.
 	RetryDelay time.Duration
@@ -180,11 +184,17 @@ func (f *Follower) watch(ctx context.Context) error {
 	return errors.New("cannot watch CRDs: the watch channel closed")
 }
 
+var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
+
 // decode returns the CRD stored at key, or nil (logged) when the value is
 // not one: such a CRD serves nothing.
 func (f *Follower) decode(key, value []byte) *apiextensionsv1.CustomResourceDefinition {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := f.codec.Decode(value, crd); err != nil {
+	data, _, err := f.cfg.Transformers.FromStorage(context.Background(), crdResource, string(key), value)
+	if err == nil {
+		err = f.codec.Decode(data, crd)
+	}
+	if err != nil {
 		f.cfg.Logger.Warn("cannot decode a CRD, serving none of its resources", "key", string(key), "err", err)
 		return nil
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/registry"
 )
 
@@ -73,7 +74,14 @@ type Config struct {
 	CIDR string
 	// Logger logs address collisions at debug level. Default: discard.
 	Logger *slog.Logger
+	// Transformers encrypt the IPAddress values as the store's
+	// (--encryption-provider-config); nil: in the clear.
+	Transformers *encryption.Transformers
 }
+
+// ipAddresses is the resource of the IPAddress values, as upstream's
+// encryption configuration names it.
+var ipAddresses = networkingv1.Resource("ipaddresses")
 
 // Allocator hands out the addresses of one service CIDR. It keeps no state
 // besides its configuration and is safe for concurrent use.
@@ -81,6 +89,7 @@ type Allocator struct {
 	kv     clientv3.KV
 	log    *slog.Logger
 	codec  *codec.Codec
+	values *encryption.Transformers
 	prefix netip.Prefix
 	r      ipRange
 }
@@ -116,6 +125,7 @@ func New(cfg Config) (*Allocator, error) {
 		kv:     cfg.Client,
 		log:    cfg.Logger,
 		codec:  codec.New(scheme),
+		values: cfg.Transformers,
 		prefix: prefix.Masked(),
 		r:      r,
 	}, nil
@@ -243,11 +253,11 @@ func (a *Allocator) tryCreate(ctx context.Context, addr netip.Addr, namespace, n
 // free. When it is not, it returns the object that holds it (empty if it
 // does not decode).
 func (a *Allocator) create(ctx context.Context, addr netip.Addr, namespace, name string) (*networkingv1.IPAddress, error) {
-	value, err := a.encode(addr, namespace, name)
+	key := KeyPrefix + addr.String()
+	value, err := a.encode(ctx, key, addr, namespace, name)
 	if err != nil {
 		return nil, err
 	}
-	key := KeyPrefix + addr.String()
 	resp, err := a.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, string(value))).
@@ -261,7 +271,11 @@ func (a *Allocator) create(ctx context.Context, addr netip.Addr, namespace, name
 	}
 	held := &networkingv1.IPAddress{}
 	if r := resp.Responses; len(r) > 0 && r[0].GetResponseRange() != nil && len(r[0].GetResponseRange().Kvs) > 0 {
-		if err := a.codec.Decode(r[0].GetResponseRange().Kvs[0].Value, held); err != nil {
+		data, _, err := a.values.FromStorage(ctx, ipAddresses, key, r[0].GetResponseRange().Kvs[0].Value)
+		if err == nil {
+			err = a.codec.Decode(data, held)
+		}
+		if err != nil {
 			a.log.Warn("cannot decode stored IPAddress", "key", key, "err", err)
 			held = &networkingv1.IPAddress{}
 		}
@@ -271,7 +285,7 @@ func (a *Allocator) create(ctx context.Context, addr netip.Addr, namespace, name
 
 // encode returns the stored form of the IPAddress of addr for the Service,
 // as kube-apiserver's allocator creates it.
-func (a *Allocator) encode(addr netip.Addr, namespace, name string) ([]byte, error) {
+func (a *Allocator) encode(ctx context.Context, key string, addr netip.Addr, namespace, name string) ([]byte, error) {
 	obj := &networkingv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: addr.String(),
@@ -284,11 +298,11 @@ func (a *Allocator) encode(addr netip.Addr, namespace, name string) ([]byte, err
 		},
 		Spec: networkingv1.IPAddressSpec{ParentRef: new(serviceRef(namespace, name))},
 	}
-	value, err := a.codec.EncodeJSON(obj)
+	value, err := a.codec.EncodeProtobuf(obj)
 	if err != nil {
 		return nil, fmt.Errorf("cannot encode IPAddress %s: %w", addr, err)
 	}
-	return value, nil
+	return a.values.ToStorage(ctx, ipAddresses, key, value)
 }
 
 // allocated returns the allocated addresses of the range.

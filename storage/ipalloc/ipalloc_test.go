@@ -237,8 +237,8 @@ func TestStoredValue(t *testing.T) {
 		t.Fatalf("cannot read %s%s: %v", KeyPrefix, ip, err)
 	}
 	value := resp.Kvs[0].Value
-	if !strings.HasPrefix(string(value), `{"kind":"IPAddress","apiVersion":"networking.k8s.io/v1"`) {
-		t.Errorf("stored value %s does not start with its kind and apiVersion", value)
+	if !codec.IsProtobuf(value) {
+		t.Errorf("stored value %q is not protobuf, as kube-apiserver stores it", value)
 	}
 	obj := decodeIPAddress(t, value)
 	want := networkingv1.ParentReference{Resource: "services", Namespace: "team", Name: "api"}

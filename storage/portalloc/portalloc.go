@@ -29,7 +29,9 @@ import (
 
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/registry"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Errors of the allocator, upstream's (their messages are what clients
@@ -55,14 +57,23 @@ type Config struct {
 	Range string
 	// Logger: default discard.
 	Logger *slog.Logger
+	// Transformers encrypt the bitmap's value as kube-apiserver's
+	// "servicenodeportallocations" (--encryption-provider-config); nil:
+	// in the clear.
+	Transformers *encryption.Transformers
 }
+
+// nodePortAllocations is the resource of the bitmap's value, as
+// kube-apiserver's storage (and so its encryption configuration) names it.
+var nodePortAllocations = schema.GroupResource{Resource: "servicenodeportallocations"}
 
 // Allocator allocates from the bitmap in etcd; safe for concurrent use.
 type Allocator struct {
-	kv    clientv3.KV
-	codec *codec.Codec
-	pr    utilnet.PortRange
-	log   *slog.Logger
+	kv     clientv3.KV
+	codec  *codec.Codec
+	values *encryption.Transformers
+	pr     utilnet.PortRange
+	log    *slog.Logger
 }
 
 // New checks cfg.
@@ -84,7 +95,7 @@ func New(cfg Config) (*Allocator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make node port allocator: %w", err)
 	}
-	return &Allocator{kv: cfg.Client, codec: codec.New(scheme), pr: *pr, log: cfg.Logger}, nil
+	return &Allocator{kv: cfg.Client, codec: codec.New(scheme), values: cfg.Transformers, pr: *pr, log: cfg.Logger}, nil
 }
 
 // Range is the node port range.
@@ -206,7 +217,11 @@ func (a *Allocator) read(ctx context.Context) (*portallocator.PortAllocator, int
 	}
 	kv := resp.Kvs[0]
 	ra := &corev1.RangeAllocation{}
-	if err := a.codec.Decode(kv.Value, ra); err != nil {
+	data, _, err := a.values.FromStorage(ctx, nodePortAllocations, Key, kv.Value)
+	if err != nil {
+		return nil, 0, fmt.Errorf("cannot read the node port bitmap: %w", err)
+	}
+	if err := a.codec.Decode(data, ra); err != nil {
 		return nil, 0, fmt.Errorf("cannot decode the node port bitmap: %w", err)
 	}
 	if ra.Range != a.pr.String() {
@@ -227,9 +242,12 @@ func (a *Allocator) write(ctx context.Context, rev int64, p *portallocator.PortA
 		return false, fmt.Errorf("cannot snapshot the node port bitmap: %w", err)
 	}
 	snap.Range, snap.Data = ra.Range, ra.Data
-	value, err := a.codec.EncodeJSON(snap)
+	value, err := a.codec.EncodeProtobuf(snap)
 	if err != nil {
 		return false, fmt.Errorf("cannot encode the node port bitmap: %w", err)
+	}
+	if value, err = a.values.ToStorage(ctx, nodePortAllocations, Key, value); err != nil {
+		return false, err
 	}
 	cmp := clientv3.Compare(clientv3.ModRevision(Key), "=", rev)
 	if rev == 0 {

@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"context"
 	"fmt"
 	goruntime "runtime"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/kgate/kgate/cachenode/internal/store"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,10 +26,11 @@ type decoder struct {
 	codec   *codec.Codec
 	eager   bool
 	toProto store.ProtobufFunc
+	values  *encryption.Transformers // nil: values stored as they are
 }
 
-func newDecoder(rng *ranges.Range, reg *registry.Registry, c *codec.Codec, eager bool) (*decoder, error) {
-	d := &decoder{res: rng.Resource, reg: reg, codec: c, eager: eager}
+func newDecoder(rng *ranges.Range, reg *registry.Registry, c *codec.Codec, eager bool, values *encryption.Transformers) (*decoder, error) {
+	d := &decoder{res: rng.Resource, reg: reg, codec: c, eager: eager, values: values}
 	if _, err := reg.NewStored(d.res); err != nil {
 		return nil, err
 	}
@@ -59,7 +62,11 @@ func (d *decoder) entry(key string, value []byte, rv int64) (*store.Entry, error
 	if err != nil {
 		return nil, err
 	}
-	if err := d.codec.Decode(value, obj); err != nil {
+	data, _, err := d.values.FromStorage(context.Background(), d.res.GVR().GroupResource(), key, value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", storage.ErrInvalidObject, err)
+	}
+	if err := d.codec.Decode(data, obj); err != nil {
 		return nil, fmt.Errorf("cannot decode %s: %w: %w", key, storage.ErrInvalidObject, err)
 	}
 	return d.entryFromObject(key, obj, rv)

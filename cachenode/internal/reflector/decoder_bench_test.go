@@ -44,7 +44,7 @@ func benchDecoder(b *testing.B, eager bool) (*decoder, *codec.Codec) {
 	}
 	rng, _ := table.ByID("pods")
 	c := codec.New(reg.Scheme())
-	d, err := newDecoder(rng, reg, c, eager)
+	d, err := newDecoder(rng, reg, c, eager, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

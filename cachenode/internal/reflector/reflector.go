@@ -19,6 +19,7 @@ import (
 	"github.com/kgate/kgate/cachenode/internal/window"
 	"github.com/kgate/kgate/storage"
 	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,6 +77,9 @@ type Config struct {
 	// stored (from the decoded object, cheap) instead of on first use
 	// (from the JSON, dear). Worth it when most reads ask for protobuf.
 	EagerProtobuf bool
+	// Transformers decrypt stored values (--encryption-provider-config);
+	// nil reads them as they are.
+	Transformers *encryption.Transformers
 	// Sink receives events; nil drops them.
 	Sink Sink
 	// Logger; nil discards.
@@ -188,7 +192,7 @@ func New(cfg Config) (*Reflector, error) {
 	if _, err := window.New(cfg.Window, 0); err != nil {
 		return nil, fmt.Errorf("cannot make reflector for %s: %w", cfg.Range.ID, err)
 	}
-	dec, err := newDecoder(cfg.Range, cfg.Registry, cfg.Codec, cfg.EagerProtobuf)
+	dec, err := newDecoder(cfg.Range, cfg.Registry, cfg.Codec, cfg.EagerProtobuf, cfg.Transformers)
 	if err != nil {
 		return nil, fmt.Errorf("cannot make reflector for %s: %w", cfg.Range.ID, err)
 	}
