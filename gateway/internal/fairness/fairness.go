@@ -153,8 +153,8 @@ type Limiter struct {
 // level is one priority level's pools; a nil pool is unlimited.
 type level struct {
 	PriorityLevel
-	read     *queueSet
-	mutating *queueSet
+	read       *queueSet
+	mutating   *queueSet
 	gauge      prometheus.Gauge // executing
 	dispatched prometheus.Counter
 	// waited and gaveUp observe the queue wait of requests that got a
