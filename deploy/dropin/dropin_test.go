@@ -36,13 +36,13 @@ import (
 
 const token = "dropin-admin-token"
 
-// TestBesideKubeAPIServer: kube-apiserver and kgate on one etcd with one
-// encryption configuration (Secrets under aescbc). A Secret and a
+// TestStoredBytes: kube-apiserver and kgate's storage on one etcd with
+// one encryption configuration (Secrets under aescbc). A Secret and a
 // ConfigMap kube-apiserver writes are read by kgate's store and by a
 // cache node, and kgate encodes the decoded objects to the very bytes
 // kube-apiserver stored; those kgate writes are read, updated and
 // deleted by kube-apiserver.
-func TestBesideKubeAPIServer(t *testing.T) {
+func TestStoredBytes(t *testing.T) {
 	bin := os.Getenv("KUBE_APISERVER_BIN")
 	if bin == "" {
 		t.Skip("KUBE_APISERVER_BIN not set: `make test-controlplane` builds kube-apiserver and runs this test")
@@ -55,7 +55,10 @@ func TestBesideKubeAPIServer(t *testing.T) {
 	}
 	// etcd and a cache node that decrypts with the configuration.
 	e := cachenodetest.Start(t, func(c *cachenode.Config) { c.Transformers = values })
-	kas := startKubeAPIServer(t, bin, dir, e.Etcd.Endpoints()[0], encConfig)
+	kas, err := kubernetes.NewForConfig(startKubeAPIServer(t, bin, dir, e.Etcd.Endpoints()[0], encConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := backend.Open(backend.Config{Etcd: e.Etcd, Transformers: values, Logger: storagetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -190,9 +193,10 @@ func rawValue(t *testing.T, e *cachenodetest.Env, key string) []byte {
 	return resp.Kvs[0].Value
 }
 
-// startKubeAPIServer runs kube-apiserver on etcd and returns an admin
-// client of it once /readyz passes; its log goes to dir.
-func startKubeAPIServer(t *testing.T, bin, dir, etcd, encConfig string) *kubernetes.Clientset {
+// startKubeAPIServer runs kube-apiserver on etcd (more flags in extra)
+// and returns an admin client configuration of it once /readyz passes;
+// its log goes to dir.
+func startKubeAPIServer(t *testing.T, bin, dir, etcd, encConfig string, extra ...string) *rest.Config {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -217,13 +221,13 @@ func startKubeAPIServer(t *testing.T, bin, dir, etcd, encConfig string) *kuberne
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin,
+	cmd := exec.Command(bin, append([]string{
 		"--etcd-servers", etcd, "--encryption-provider-config", encConfig,
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port), "--cert-dir", filepath.Join(dir, "certs"),
 		"--token-auth-file", tokens, "--authorization-mode", "RBAC",
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
-		"--service-cluster-ip-range", "10.96.0.0/12", "--endpoint-reconciler-type", "none")
+		"--service-cluster-ip-range", "10.96.0.0/12", "--endpoint-reconciler-type", "none"}, extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -240,10 +244,11 @@ func startKubeAPIServer(t *testing.T, bin, dir, etcd, encConfig string) *kuberne
 			t.Logf("kube-apiserver's log (%s), last lines:\n%s", logPath, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 		}
 	})
-	cs, err := kubernetes.NewForConfig(&rest.Config{
+	cfg := &rest.Config{
 		Host: "https://127.0.0.1:" + strconv.Itoa(port), BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: 100, Burst: 100,
-	})
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +267,5 @@ func startKubeAPIServer(t *testing.T, bin, dir, etcd, encConfig string) *kuberne
 		}
 		return nil
 	})
-	return cs
+	return cfg
 }

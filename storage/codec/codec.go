@@ -5,6 +5,7 @@ package codec
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -54,11 +55,39 @@ func (c *Codec) Decode(value []byte, into runtime.Object) error {
 		return fmt.Errorf("cannot decode stored value: %w", err)
 	}
 	if out != into {
-		// The serializers decode a value of another kind into a new
-		// object and leave into empty: that is a value of the wrong kind.
-		return fmt.Errorf("cannot decode stored value: a %v is not a %T", gvk, into)
+		// The serializers decode a value of another kind or version into
+		// a new object and leave into empty. Another version of into's
+		// kind is converted through the internal version, as
+		// kube-apiserver's storage decoder does (it stores CRDs as
+		// apiextensions.k8s.io/v1beta1, for one); any other is the wrong
+		// kind.
+		if err := c.convert(out, *gvk, into); err != nil {
+			return fmt.Errorf("cannot decode stored value: a %v is not a %T: %w", gvk, into, err)
+		}
 	}
 	return nil
+}
+
+// convert converts in, of kind gvk, into into, another version of the
+// same kind, through their internal version: defaulted first, as a
+// decoded value is.
+func (c *Codec) convert(in runtime.Object, gvk schema.GroupVersionKind, into runtime.Object) error {
+	kinds, _, err := c.scheme.ObjectKinds(into)
+	if err != nil {
+		return err
+	}
+	if kinds[0].GroupKind() != gvk.GroupKind() {
+		return errors.New("another kind")
+	}
+	internal, err := c.scheme.New(gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
+	if err != nil {
+		return fmt.Errorf("no internal version to convert through: %w", err)
+	}
+	c.scheme.Default(in)
+	if err := c.scheme.Convert(in, internal, nil); err != nil {
+		return err
+	}
+	return c.scheme.Convert(internal, into, nil)
 }
 
 // EncodeJSON encodes obj as kgate stores it: JSON with apiVersion and kind
