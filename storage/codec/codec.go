@@ -5,9 +5,9 @@ package codec
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
+	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,15 +24,27 @@ type Codec struct {
 	json   *json.Serializer
 	proto  *protobuf.Serializer
 	raw    *protobuf.RawSerializer
+	// older knows the versions kube-apiserver stores a kind in besides
+	// the one kgate serves (CRDs as apiextensions.k8s.io/v1beta1, the
+	// more compact form), with their internal versions: what the main
+	// scheme cannot decode is decoded with it and converted.
+	older      *runtime.Scheme
+	olderJSON  *json.Serializer
+	olderProto *protobuf.Serializer
 }
 
 // New returns a codec for the types known to scheme.
 func New(scheme *runtime.Scheme) *Codec {
+	older := runtime.NewScheme()
+	apiextensionsinstall.Install(older)
 	return &Codec{
-		scheme: scheme,
-		json:   json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{}),
-		proto:  protobuf.NewSerializer(scheme, scheme),
-		raw:    protobuf.NewRawSerializer(scheme, scheme),
+		scheme:     scheme,
+		json:       json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme, json.SerializerOptions{}),
+		proto:      protobuf.NewSerializer(scheme, scheme),
+		raw:        protobuf.NewRawSerializer(scheme, scheme),
+		older:      older,
+		olderJSON:  json.NewSerializerWithOptions(json.DefaultMetaFactory, older, older, json.SerializerOptions{}),
+		olderProto: protobuf.NewSerializer(older, older),
 	}
 }
 
@@ -51,43 +63,54 @@ func (c *Codec) Decode(value []byte, into runtime.Object) error {
 	} else {
 		out, gvk, err = c.json.Decode(value, nil, into)
 	}
+	if runtime.IsNotRegisteredError(err) {
+		return c.decodeOlder(value, into)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot decode stored value: %w", err)
 	}
 	if out != into {
-		// The serializers decode a value of another kind or version into
-		// a new object and leave into empty. Another version of into's
-		// kind is converted through the internal version, as
-		// kube-apiserver's storage decoder does (it stores CRDs as
-		// apiextensions.k8s.io/v1beta1, for one); any other is the wrong
-		// kind.
-		if err := c.convert(out, *gvk, into); err != nil {
-			return fmt.Errorf("cannot decode stored value: a %v is not a %T: %w", gvk, into, err)
-		}
+		// The serializers decode a value of another kind into a new
+		// object and leave into empty: that is a value of the wrong kind.
+		return fmt.Errorf("cannot decode stored value: a %v is not a %T", gvk, into)
 	}
 	return nil
 }
 
-// convert converts in, of kind gvk, into into, another version of the
-// same kind, through their internal version: defaulted first, as a
-// decoded value is.
-func (c *Codec) convert(in runtime.Object, gvk schema.GroupVersionKind, into runtime.Object) error {
-	kinds, _, err := c.scheme.ObjectKinds(into)
+// decodeOlder decodes a value stored in a version the main scheme does
+// not know and converts it into into, another version of the same kind,
+// through their internal version, defaulted first: as kube-apiserver's
+// storage decoder does.
+func (c *Codec) decodeOlder(value []byte, into runtime.Object) error {
+	var (
+		out runtime.Object
+		gvk *schema.GroupVersionKind
+		err error
+	)
+	if IsProtobuf(value) {
+		out, gvk, err = c.olderProto.Decode(value, nil, nil)
+	} else {
+		out, gvk, err = c.olderJSON.Decode(value, nil, nil)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot decode stored value: %w", err)
 	}
-	if kinds[0].GroupKind() != gvk.GroupKind() {
-		return errors.New("another kind")
+	kinds, _, err := c.older.ObjectKinds(into)
+	if err != nil || kinds[0].GroupKind() != gvk.GroupKind() {
+		return fmt.Errorf("cannot decode stored value: a %v is not a %T", gvk, into)
 	}
-	internal, err := c.scheme.New(gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
+	internal, err := c.older.New(gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
 	if err != nil {
-		return fmt.Errorf("no internal version to convert through: %w", err)
+		return fmt.Errorf("cannot decode stored value: no internal version of %v: %w", gvk, err)
 	}
-	c.scheme.Default(in)
-	if err := c.scheme.Convert(in, internal, nil); err != nil {
-		return err
+	c.older.Default(out)
+	if err := c.older.Convert(out, internal, nil); err != nil {
+		return fmt.Errorf("cannot convert stored %v: %w", gvk, err)
 	}
-	return c.scheme.Convert(internal, into, nil)
+	if err := c.older.Convert(internal, into, nil); err != nil {
+		return fmt.Errorf("cannot convert stored %v: %w", gvk, err)
+	}
+	return nil
 }
 
 // EncodeJSON encodes obj as kgate stores it: JSON with apiVersion and kind

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,10 +84,10 @@ func Start(cfg Config) (*Follower, error) {
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = time.Second
 	}
-	// kube-apiserver stores CRDs as v1beta1: they decode into v1 through
-	// the internal version.
 	s := runtime.NewScheme()
-	apiextensionsinstall.Install(s)
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("cannot build the CRD scheme: %w", err)
+	}
 	f := &Follower{cfg: cfg, codec: codec.New(s), served: map[string]served{}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

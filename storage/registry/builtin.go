@@ -25,7 +25,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
-	apiextensionsinstall "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/install"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +45,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		storagev1.AddToScheme, schedulingv1.AddToScheme, admissionregistrationv1.AddToScheme,
 		autoscalingv1.AddToScheme, autoscalingv2.AddToScheme,
 		authenticationv1.AddToScheme, authorizationv1.AddToScheme,
+		apiextensionsv1.AddToScheme,
 		certificatesv1.AddToScheme, flowcontrolv1.AddToScheme, nodev1.AddToScheme, resourcev1.AddToScheme,
 		storagemigrationv1.AddToScheme, apiregistrationv1.AddToScheme,
 	}
@@ -53,10 +54,6 @@ func NewScheme() (*runtime.Scheme, error) {
 			return nil, fmt.Errorf("cannot build scheme: %w", err)
 		}
 	}
-	// CRDs with their internal version and v1beta1, so that the values
-	// kube-apiserver stores as v1beta1 decode (into v1, through the
-	// internal version).
-	apiextensionsinstall.Install(s)
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	if err := metav1.AddMetaToScheme(s); err != nil {
 		return nil, fmt.Errorf("cannot build scheme: %w", err)
