@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,13 +89,56 @@ func (r *Router) client(addr string) (*client.Client, error) {
 	return c, nil
 }
 
+// Bounds of the wait for a directory that named only replicas that no
+// longer serve a range.
+const (
+	staleWait = 2 * time.Second
+	stalePoll = 20 * time.Millisecond
+)
+
 // each calls f on the replicas of rangeID in order until f returns nil or
-// an error retry does not accept; it returns the last error.
+// an error retry does not accept; it returns the last error. When every
+// replica was unavailable — during a handoff a node stops serving a range
+// once its new owners are ready, and this gateway may not have heard of
+// them yet — it watches the directory for up to staleWait and tries the
+// replicas it names next.
 func (r *Router) each(ctx context.Context, rangeID string, retry func(error) bool, f func(*client.Client) error) error {
 	addrs := r.replicas.Replicas(rangeID)
 	if len(addrs) == 0 {
 		return fmt.Errorf("range %s: %w", rangeID, ErrNoReplica)
 	}
+	err := r.eachOf(ctx, rangeID, addrs, retry, f)
+	if _, static := r.replicas.(Static); static || err == nil || !errors.Is(err, storage.ErrUnavailable) || !retry(err) {
+		return err
+	}
+	t := time.NewTimer(staleWait)
+	defer t.Stop()
+	tick := time.NewTicker(stalePoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-t.C:
+			return err
+		case <-tick.C:
+		}
+		next := r.replicas.Replicas(rangeID)
+		if len(next) == 0 || slices.Equal(next, addrs) {
+			continue
+		}
+		addrs = next
+		if r.metrics != nil {
+			r.metrics.retries.Inc()
+		}
+		if err = r.eachOf(ctx, rangeID, addrs, retry, f); err == nil || !errors.Is(err, storage.ErrUnavailable) || !retry(err) {
+			return err
+		}
+	}
+}
+
+// eachOf is each over addrs.
+func (r *Router) eachOf(ctx context.Context, rangeID string, addrs []string, retry func(error) bool, f func(*client.Client) error) error {
 	var err error
 	for i, addr := range addrs {
 		if i > 0 {

@@ -295,3 +295,62 @@ func TestRouterMovesOn(t *testing.T) {
 		t.Fatalf("Events when no replica reaches back = %v, want ErrCompacted", err)
 	}
 }
+
+// handoff is a directory that names a node that stopped serving the range
+// until asked again after that failed: a gateway that had not yet heard
+// of the new owners.
+type handoff struct {
+	mu       sync.Mutex
+	old, new string
+	asked    int
+}
+
+func (h *handoff) Replicas(string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.asked++
+	if h.asked == 1 {
+		return []string{h.old}
+	}
+	return []string{h.new}
+}
+
+// TestRouterWaitsForTheDirectory: when every replica the directory names
+// is unavailable, the read waits for the directory to name others and
+// reads from them; a fixed replica set fails at once.
+func TestRouterWaitsForTheDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and NATS")
+	}
+	e := newEnv(t)
+	n := e.node(t)
+	rev := e.put(t, "a")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := l.Addr().String()
+	l.Close()
+	ctx := context.Background()
+	h := &handoff{old: gone, new: n.Addr()}
+	r, err := New(Config{Replicas: h, Client: client.Config{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	obj, err := r.Get(ctx, "configmaps", "/registry/configmaps/ns/a", client.Read{ResourceVersion: rev}, client.JSON)
+	if err != nil || obj.Revision != rev {
+		t.Fatalf("Get during a handoff = %+v, %v", obj, err)
+	}
+	if h.asked < 2 {
+		t.Fatalf("the directory was asked %d times", h.asked)
+	}
+	fixed, err := New(Config{Replicas: Static{gone}, Client: client.Config{Timeout: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fixed.Close()
+	if _, err := fixed.Get(ctx, "configmaps", "/registry/configmaps/ns/a", client.Read{}, client.JSON); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("Get from a gone fixed replica = %v, want unavailable", err)
+	}
+}
