@@ -1,6 +1,7 @@
 package dropin
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/storage/storagetest"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -146,6 +148,77 @@ func TestBesideKubeAPIServer(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("mutating admission policy", func(t *testing.T) {
+		// One policy in etcd, run by both servers' admission: the objects
+		// each creates come out mutated alike.
+		pol := &admissionregistrationv1.MutatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "dropin-tier"},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+					},
+				}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "m", Expression: "object.metadata.name.startsWith('m-')"}},
+				Variables:       []admissionregistrationv1.Variable{{Name: "tier", Expression: "'gold'"}},
+				Mutations: []admissionregistrationv1.Mutation{
+					{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration, ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{
+						Expression: `Object{metadata: Object.metadata{labels: {"tier": variables.tier}}, data: {"added": "yes"}}`}},
+					{PatchType: admissionregistrationv1.PatchTypeJSONPatch, JSONPatch: &admissionregistrationv1.JSONPatch{
+						Expression: `[JSONPatch{op: "add", path: "/metadata/annotations", value: {"keys": string(size(object.data))}}]`}},
+				},
+				ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+			},
+		}
+		if _, err := servers[0].cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, pol, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := servers[0].cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "dropin-tier"}, Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: "dropin-tier"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var results [2]*corev1.ConfigMap
+		for i, s := range servers {
+			// Each server follows the policy objects on its own: probe
+			// until it mutates, then compare a fresh object.
+			probe := 0
+			storagetest.Eventually(t, time.Minute, s.name+" applying the policy", func() error {
+				probe++
+				cm, err := s.cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-probe-%d-%d", i, probe)}, Data: map[string]string{"k": "v"},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					return err
+				}
+				if cm.Labels["tier"] != "gold" {
+					return fmt.Errorf("not mutated: %v", cm.Labels)
+				}
+				return nil
+			})
+			cm, err := s.cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "m-" + strings.ReplaceAll(s.name, "-", ""), Labels: map[string]string{"app": "x"}}, Data: map[string]string{"k": "v"},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[i] = cm
+		}
+		for i, cm := range results {
+			want := map[string]string{"app": "x", "tier": "gold"}
+			if d := cmp.Diff(want, cm.Labels); d != "" {
+				t.Errorf("%s's labels (-want +got):\n%s", servers[i].name, d)
+			}
+			if d := cmp.Diff(map[string]string{"keys": "2"}, cm.Annotations); d != "" {
+				t.Errorf("%s's annotations (-want +got):\n%s", servers[i].name, d)
+			}
+			if d := cmp.Diff(map[string]string{"k": "v", "added": "yes"}, cm.Data); d != "" {
+				t.Errorf("%s's data (-want +got):\n%s", servers[i].name, d)
+			}
+		}
+	})
 
 	t.Run("custom resource", func(t *testing.T) {
 		crd := &apiextensionsv1.CustomResourceDefinition{

@@ -325,6 +325,25 @@ func PolicyDenied(policy, binding string, reason metav1.StatusReason, msg string
 	}}
 }
 
+// MutatingPoliciesDenied is kube-apiserver's error for
+// MutatingAdmissionPolicies that failed under failurePolicy Fail, as its
+// policy dispatcher builds it: 403 on the object, the first failure's
+// message and reason, every failure a cause.
+func MutatingPoliciesDenied(qualified schema.GroupResource, name string, reason metav1.StatusReason, messages []string) *apierrors.StatusError {
+	err := apierrors.NewForbidden(qualified, name, errors.New("admission request denied by policy"))
+	if len(messages) == 0 {
+		return err
+	}
+	err.ErrStatus.Message = messages[0]
+	if reason != "" {
+		err.ErrStatus.Reason = reason
+	}
+	for _, m := range messages {
+		err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Message: m})
+	}
+	return err
+}
+
 // Deleted is kube-apiserver's answer to a delete that removed an object
 // of a resource whose registry store does not return the object (its
 // finalizeDelete): Success, with the details naming the object and, as

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
@@ -104,6 +105,11 @@ type Deps struct {
 
 // Set is the gateway's parts. Its fields are read-only after New.
 type Set struct {
+	// typeConverter is the structure of the built-in kinds, from
+	// upstream's OpenAPI definitions: for server-side apply and
+	// MutatingAdmissionPolicy.
+	typeConverter managedfields.TypeConverter
+
 	Discovery *discovery.Discovery
 	OpenAPI   *openapi.Documents
 	Codec     *negotiate.Codec
@@ -190,13 +196,18 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	if s.Semantics, err = builtin.New(registry.Builtin()); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
+	t0 := time.Now()
+	if s.typeConverter, err = fieldmanager.NewTypeConverter(s.Semantics.Scheme()); err != nil {
+		return nil, fmt.Errorf("cannot make gateway: %w", err)
+	}
+	s.log.Info("built the type converter of the built-in kinds", "took", time.Since(t0).Round(time.Millisecond))
 	if s.Chain, err = chain.New(chain.Config{
 		QuotaRecountInterval: cfg.QuotaRecountInterval, EnablePlugins: cfg.EnableAdmissionPlugins,
 		DisablePlugins: cfg.DisableAdmissionPlugins, KubernetesVersion: v.Major + "." + v.Minor,
 	}, chain.Deps{
 		Registry: b.Registry, Ranges: b.Ranges, Codec: b.Codec, Store: b.Store, Cache: s.Router, Hub: s.Hub,
 		Revisions: b.Revisions, Authorizer: s.Access.Authorizer(), Escalation: s.Access.Escalation(),
-		Scheme: s.Semantics.Scheme(), Features: utilfeature.DefaultFeatureGate, Logger: d.Logger,
+		Scheme: s.Semantics.Scheme(), TypeConverter: s.typeConverter, Features: utilfeature.DefaultFeatureGate, Logger: d.Logger,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
@@ -281,7 +292,7 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
-	fields, err := s.newFieldManager()
+	fields, err := s.newFieldManager(s.typeConverter)
 	if err != nil {
 		return err
 	}
@@ -316,16 +327,10 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 }
 
 // newFieldManager builds the field managers of managedFields and
-// server-side apply over upstream's scheme and strategies, with the type
-// converter built once, here, from upstream's OpenAPI definitions (its
-// duration is logged).
-func (s *Set) newFieldManager() (*fieldmanager.Managers, error) {
-	t0 := time.Now()
-	tc, err := fieldmanager.NewTypeConverter(s.Semantics.Scheme())
-	if err != nil {
-		return nil, fmt.Errorf("cannot make gateway: %w", err)
-	}
-	s.log.Info("built the field manager's type converter", "took", time.Since(t0).Round(time.Millisecond))
+// server-side apply over upstream's scheme and strategies, with tc, the
+// type converter of the built-in kinds from upstream's OpenAPI
+// definitions.
+func (s *Set) newFieldManager(tc managedfields.TypeConverter) (*fieldmanager.Managers, error) {
 	fm, err := fieldmanager.New(fieldmanager.Config{Scheme: s.Semantics.Scheme(), TypeConverter: tc, ResetFields: s.Semantics.ResetFields})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)

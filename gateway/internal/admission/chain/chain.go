@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/component-base/featuregate"
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
@@ -75,6 +76,10 @@ type Deps struct {
 	Scheme   *runtime.Scheme
 	Features featuregate.FeatureGate
 	Logger   *slog.Logger
+	// TypeConverter is the structure of the built-in kinds
+	// (fieldmanager.NewTypeConverter), for MutatingAdmissionPolicy's
+	// ApplyConfiguration mutations.
+	TypeConverter managedfields.TypeConverter
 }
 
 // Admission is the gateway's rest.Admission: the chain, which waits for
@@ -97,12 +102,14 @@ var (
 	gvrValidating  = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingwebhookconfigurations")
 	gvrPolicies    = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies")
 	gvrBindings    = admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings")
+	gvrMutPolicies = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicies")
+	gvrMutBindings = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings")
 )
 
 // New builds the chain; Start starts its feed.
 func New(cfg Config, d Deps) (*Admission, error) {
 	if d.Registry == nil || d.Ranges == nil || d.Codec == nil || d.Store == nil || d.Cache == nil || d.Hub == nil ||
-		d.Revisions == nil || d.Authorizer == nil || d.Escalation == nil || d.Scheme == nil || d.Features == nil || d.Logger == nil {
+		d.Revisions == nil || d.Authorizer == nil || d.Escalation == nil || d.Scheme == nil || d.Features == nil || d.Logger == nil || d.TypeConverter == nil {
 		return nil, fmt.Errorf("%w: every dependency is required", ErrConfig)
 	}
 	if cfg.KubernetesVersion == "" {
@@ -130,7 +137,7 @@ func New(cfg Config, d Deps) (*Admission, error) {
 	f, err := feed.New(feed.Config{
 		Registry: d.Registry, Ranges: d.Ranges, Cache: d.Cache, Hub: d.Hub, Revisions: d.Revisions,
 		Codec: d.Codec, Logger: d.Logger.With("component", "admissionfeed"),
-		Resources: []schema.GroupVersionResource{gvrLimitRanges, gvrQuotas, gvrMutating, gvrValidating, gvrPolicies, gvrBindings},
+		Resources: []schema.GroupVersionResource{gvrLimitRanges, gvrQuotas, gvrMutating, gvrValidating, gvrPolicies, gvrBindings, gvrMutPolicies, gvrMutBindings},
 		Sinks:     up.Sinks(),
 	})
 	if err != nil {
@@ -150,10 +157,24 @@ func New(cfg Config, d Deps) (*Admission, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
+	mut, err := policy.NewMutating(policy.MutatingConfig{
+		Policies: f.Store(gvrMutPolicies), Bindings: f.Store(gvrMutBindings), Namespaces: lookup, Scheme: d.Scheme,
+		TypeConverter: func(gvk schema.GroupVersionKind) managedfields.TypeConverter {
+			if _, err := d.Scheme.New(gvk); err != nil {
+				return nil // a custom resource: merged by its own shape
+			}
+			return d.TypeConverter
+		},
+		Authorizer: celAuthz, Params: lookup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot make admission chain: %w", err)
+	}
 	quotas := quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup}
 	own := map[string]any{
 		upstream.NamespaceLifecycle:         lifecycle.Plugin{Namespaces: lookup},
 		upstream.LimitRanger:                limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
+		upstream.MutatingAdmissionPolicy:    mut,
 		upstream.MutatingAdmissionWebhook:   wh.Mutating(),
 		upstream.ValidatingAdmissionPolicy:  pol,
 		upstream.ValidatingAdmissionWebhook: wh.Validating(),

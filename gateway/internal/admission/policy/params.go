@@ -39,19 +39,38 @@ var errNoParams = errors.New("no params found for policy binding with `Deny` par
 // none admits (Allow) or fails the binding (Deny, the default), and a
 // failed binding follows the policy's failurePolicy.
 func (p *Plugin) params(ctx context.Context, pol *admissionregistrationv1.ValidatingAdmissionPolicy, b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, a *admission.Attributes) ([]any, error) {
-	kind, ref := pol.Spec.ParamKind, b.Spec.ParamRef
+	objs, err := collectParams(ctx, p.cfg.Params, pol.Spec.ParamKind, b.Spec.ParamRef, a)
+	if err != nil || objs == nil {
+		return nil, err
+	}
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		if o == nil {
+			continue
+		}
+		if out[i], err = expr.ToValue(p.cfg.Scheme, o); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// collectParams returns the param objects of a binding (paramRef) of a
+// policy (paramKind) on a: one nil object without paramKind or paramRef,
+// none (nil) when none is found and the binding allows that.
+func collectParams(ctx context.Context, params Params, kind *admissionregistrationv1.ParamKind, ref *admissionregistrationv1.ParamRef, a *admission.Attributes) ([]runtime.Object, error) {
 	if kind == nil || ref == nil {
-		return []any{nil}, nil
+		return []runtime.Object{nil}, nil
 	}
 	gv, err := schema.ParseGroupVersion(kind.APIVersion)
 	if err != nil {
 		return nil, fmt.Errorf("paramKind apiVersion %q: %w", kind.APIVersion, err)
 	}
 	gvk := gv.WithKind(kind.Kind)
-	if p.cfg.Params == nil {
+	if params == nil {
 		return nil, fmt.Errorf("paramKind kind `%s` not known", gvk)
 	}
-	namespaced, err := p.cfg.Params.ParamScope(gvk)
+	namespaced, err := params.ParamScope(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("paramKind kind `%s` not known", gvk)
 	}
@@ -71,7 +90,7 @@ func (p *Plugin) params(ctx context.Context, pol *admissionregistrationv1.Valida
 	case ref.Name != "" && ref.Selector != nil:
 		return nil, errors.New("paramRef.name and paramRef.selector are mutually exclusive")
 	case ref.Name != "":
-		o, err := p.cfg.Params.GetParam(ctx, gvk, ns, ref.Name)
+		o, err := params.GetParam(ctx, gvk, ns, ref.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +102,7 @@ func (p *Plugin) params(ctx context.Context, pol *admissionregistrationv1.Valida
 		if err != nil {
 			return nil, err
 		}
-		if objs, err = p.cfg.Params.ListParams(ctx, gvk, ns, sel); err != nil {
+		if objs, err = params.ListParams(ctx, gvk, ns, sel); err != nil {
 			return nil, err
 		}
 	default:
@@ -95,11 +114,5 @@ func (p *Plugin) params(ctx context.Context, pol *admissionregistrationv1.Valida
 		}
 		return nil, errNoParams
 	}
-	out := make([]any, len(objs))
-	for i, o := range objs {
-		if out[i], err = expr.ToValue(p.cfg.Scheme, o); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return objs, nil
 }

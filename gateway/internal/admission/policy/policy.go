@@ -228,6 +228,10 @@ func message(v validation, vars map[string]any) string {
 // matches applies matchConstraints, or a binding's matchResources, which
 // without resourceRules narrows by selectors only.
 func (p *Plugin) matches(ctx context.Context, mr *admissionregistrationv1.MatchResources, a *admission.Attributes, binding bool) (bool, error) {
+	return matchResources(ctx, p.cfg.Namespaces, mr, a, binding)
+}
+
+func matchResources(ctx context.Context, namespaces Namespaces, mr *admissionregistrationv1.MatchResources, a *admission.Attributes, binding bool) (bool, error) {
 	if mr == nil {
 		return false, nil
 	}
@@ -249,7 +253,7 @@ func (p *Plugin) matches(ctx context.Context, mr *admissionregistrationv1.MatchR
 	if ok, err := admission.ObjectSelected(mr.ObjectSelector, a); err != nil || !ok {
 		return false, err
 	}
-	return admission.NamespaceSelected(ctx, p.cfg.Namespaces, mr.NamespaceSelector, a)
+	return admission.NamespaceSelected(ctx, namespaces, mr.NamespaceSelector, a)
 }
 
 func ruleSelects(r admissionregistrationv1.NamedRuleWithOperations, a *admission.Attributes) bool {

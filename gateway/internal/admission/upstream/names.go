@@ -66,9 +66,7 @@ func ordered() []plugin {
 		{name: "PodTopologyLabels", supported: true, defaultOn: true},
 		{name: "NodeDeclaredFeatureValidator", supported: true, defaultOn: true},
 		{name: "PodResizeValidator", supported: true, defaultOn: true},
-		// MutatingAdmissionPolicy is on by default in kube-apiserver 1.37
-		// (GA); kgate does not run it yet, so it is not in kgate's default.
-		{name: MutatingAdmissionPolicy, own: true, defaultOn: true},
+		{name: MutatingAdmissionPolicy, own: true, supported: true, defaultOn: true},
 		{name: MutatingAdmissionWebhook, own: true, supported: true, defaultOn: true},
 		{name: ValidatingAdmissionPolicy, own: true, supported: true, defaultOn: true},
 		{name: ValidatingAdmissionWebhook, own: true, supported: true, defaultOn: true},

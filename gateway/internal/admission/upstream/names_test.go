@@ -15,7 +15,7 @@ func TestResolve(t *testing.T) {
 		"DefaultTolerationSeconds", "DefaultStorageClass", "StorageObjectInUseProtection", "PodGroupProtection",
 		"PersistentVolumeClaimResize", "RuntimeClass", "CertificateApproval", "CertificateSigning",
 		"ClusterTrustBundleAttest", "CertificateSubjectRestriction", "DefaultIngressClass", "PodTopologyLabels",
-		"NodeDeclaredFeatureValidator", "PodResizeValidator", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+		"NodeDeclaredFeatureValidator", "PodResizeValidator", "MutatingAdmissionPolicy", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
 		"ValidatingAdmissionWebhook", "ResourceQuota",
 	}
 	with := func(after, name string) []string {
@@ -41,7 +41,7 @@ func TestResolve(t *testing.T) {
 		{name: "overlap", enable: []string{"NodeRestriction"}, disable: []string{"NodeRestriction"},
 			wantErr: "NodeRestriction in enable-admission-plugins and disable-admission-plugins overlapped"},
 		{name: "not run by kgate", enable: []string{"AlwaysPullImages"}, wantErr: `kgate does not run admission plugin "AlwaysPullImages"`},
-		{name: "MutatingAdmissionPolicy not yet", enable: []string{"MutatingAdmissionPolicy"}, wantErr: `kgate does not run admission plugin "MutatingAdmissionPolicy"`},
+		{name: "disable MutatingAdmissionPolicy", disable: []string{"MutatingAdmissionPolicy"}, want: without("MutatingAdmissionPolicy")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
