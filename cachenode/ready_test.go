@@ -55,16 +55,7 @@ func TestNotReadyBeforePlaced(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() {
-		if err := n.Close(); err != nil {
-			t.Error(err)
-		}
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runNode(t, ctx, n)
 	select {
 	case <-held.entered:
 	case <-ctx.Done():
@@ -111,16 +102,7 @@ func TestReadyzReportsStall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() {
-		if err := n.Close(); err != nil {
-			t.Error(err)
-		}
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runNode(t, ctx, n)
 	if err := n.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +143,7 @@ func TestReadyzReportsStall(t *testing.T) {
 		return nil
 	})
 	storagetest.Eventually(t, 20*time.Second, "a stalled watch started again", func() error {
-		if got := counterOf(t, reg, "kgate_cachenode_watch_stalls_total", "pods"); got < 1 {
+		if got, _ := storagetest.Metric(t, reg, "kgate_cachenode_watch_stalls_total", "range", "pods"); got < 1 {
 			return fmt.Errorf("kgate_cachenode_watch_stalls_total{range=pods} = %v", got)
 		}
 		return nil
@@ -176,25 +158,18 @@ func TestReadyzReportsStall(t *testing.T) {
 	})
 }
 
-// counterOf is the value of the counter name{range=rangeID} in reg (0
-// when absent).
-func counterOf(t *testing.T, reg *prometheus.Registry, name, rangeID string) float64 {
+// runNode runs n under ctx until the test ends, then closes it and
+// checks that Run returned cleanly.
+func runNode(t *testing.T, ctx context.Context, n *cachenode.Node) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
 		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "range" && l.GetValue() == rangeID {
-					return m.GetCounter().GetValue()
-				}
-			}
+		if err := <-done; err != nil {
+			t.Error(err)
 		}
-	}
-	return 0
+	})
 }

@@ -356,62 +356,30 @@ func TestMalformedIgnored(t *testing.T) {
 	}
 }
 
-// counter reads a counter with label reason from reg.
 // plainCounter reads a counter without labels from reg.
 func plainCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
+	v, _ := storagetest.Metric(t, reg, name)
+	return v
 }
 
+// counter reads a counter with label reason from reg.
 func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if mf.GetName() == name && l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := storagetest.Metric(t, reg, name, "reason", reason)
+	return v
 }
 
 // gauge reads a gauge (with label range, when not "") from reg.
 func gauge(t *testing.T, reg *prometheus.Registry, name, rangeID string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	var labels []string
+	if rangeID != "" {
+		labels = []string{"range", rangeID}
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if rangeID == "" {
-				return m.GetGauge().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "range" && l.GetValue() == rangeID {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
+	v, ok := storagetest.Metric(t, reg, name, labels...)
+	if !ok {
+		t.Fatalf("no %s{range=%q}", name, rangeID)
 	}
-	t.Fatalf("no %s{range=%q}", name, rangeID)
-	return 0
+	return v
 }

@@ -129,19 +129,8 @@ func TestConnectionLifecycle(t *testing.T) {
 // absent.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if g := m.GetGauge(); g != nil {
-			return g.GetValue()
-		}
-		return m.GetCounter().GetValue()
+	if v, ok := storagetest.Metric(t, reg, name); ok {
+		return v
 	}
 	return -1
 }
