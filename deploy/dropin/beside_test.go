@@ -1,6 +1,7 @@
 package dropin
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,7 +13,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kgate/kgate/deploy/devcluster"
+	"github.com/kgate/kgate/storage/codec"
+	"github.com/kgate/kgate/storage/encryption"
+	"github.com/kgate/kgate/storage/ranges"
+	"github.com/kgate/kgate/storage/registry"
 	"github.com/kgate/kgate/storage/storagetest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -267,6 +274,85 @@ func TestBesideKubeAPIServer(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("every value in etcd", func(t *testing.T) { checkEveryValue(t, kg, encConfig) })
+}
+
+// storedKind is the kind a stored value carries: the protobuf envelope's
+// type, or a JSON value's apiVersion and kind.
+func storedKind(value []byte) (schema.GroupVersionKind, error) {
+	var tm runtime.TypeMeta
+	if codec.IsProtobuf(value) {
+		var u runtime.Unknown
+		if err := u.Unmarshal(value[4:]); err != nil {
+			return schema.GroupVersionKind{}, err
+		}
+		tm = u.TypeMeta
+	} else if err := json.Unmarshal(value, &tm); err != nil {
+		return schema.GroupVersionKind{}, err
+	}
+	return schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind), nil
+}
+
+// checkEveryValue decodes every built-in object in etcd — what
+// kube-apiserver's and kgate's bootstraps and the test wrote — with
+// kgate's storage kinds, and reports the values stored in another
+// version than kgate's: kube-apiserver stores CRDs as v1beta1 (read
+// through their internal version); any other would be a kind kgate
+// could not read from a cluster kube-apiserver ran.
+func checkEveryValue(t *testing.T, kg *devcluster.Cluster, encConfig string) {
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := ranges.Default(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := codec.New(reg.Scheme())
+	values, err := encryption.Load(t.Context(), encConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := kg.EtcdClient().Get(t.Context(), "/registry/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := map[string]int{}
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		rng, ok := table.Lookup(key)
+		if !ok {
+			continue // not a resource's key (allocations, leases of the endpoint reconciler, custom resources)
+		}
+		res := rng.Resource
+		data, _, err := values.FromStorage(t.Context(), res.GVR().GroupResource(), key, kv.Value)
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			continue
+		}
+		obj, err := reg.NewStored(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Decode(data, obj); err != nil {
+			t.Errorf("%s: kgate cannot decode it: %v", key, err)
+			continue
+		}
+		gvk, err := storedKind(data)
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			continue
+		}
+		if gvk != res.StorageGVK() && gvk != (schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1beta1", Kind: "CustomResourceDefinition"}) {
+			t.Errorf("%s is stored as %v, kgate stores %v", key, gvk, res.StorageGVK())
+		}
+		decoded[res.GVR().GroupResource().String()]++
+	}
+	if len(decoded) < 20 {
+		t.Errorf("decoded only %v", decoded)
+	}
+	t.Logf("decoded %d kinds of stored objects: %v", len(decoded), decoded)
 }
 
 func newServer(t *testing.T, name string, cfg *rest.Config) server {
