@@ -296,26 +296,22 @@ func (s *Store) decodeStored(ctx context.Context, res *registry.Resource, kv *mv
 	if err != nil {
 		return nil, stored{}, fmt.Errorf("%w: %w", ErrInvalidObject, err)
 	}
-	obj, err := s.decodeData(res, kv, data)
-	return obj, stored{data, stale}, err
-}
-
-func (s *Store) decodeData(res *registry.Resource, kv *mvccpb.KeyValue, data []byte) (runtime.Object, error) {
+	was := stored{data, stale}
 	obj, err := s.registry.NewStored(res)
 	if err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
+		return nil, was, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
 	}
 	if err := s.codec.Decode(data, obj); err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
+		return nil, was, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return nil, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
+		return nil, was, fmt.Errorf("cannot decode %s: %w: %w", kv.Key, ErrInvalidObject, err)
 	}
 	// Protobuf values do not carry the kind in the object itself.
 	obj.GetObjectKind().SetGroupVersionKind(res.StorageGVK())
 	m.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	return obj, nil
+	return obj, was, nil
 }
 
 // encode returns obj, an object of res to store at key, without

@@ -241,9 +241,6 @@ func runCachenode(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *stallAfter <= 0 {
-		return fmt.Errorf("--watch-stall-timeout %s: must be positive", *stallAfter)
-	}
 	b, err := bf.connect("kgate-cachenode", pki.RoleCacheNode, "")
 	if err != nil {
 		return err

@@ -107,6 +107,8 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
+		// A long list hears from etcd at every page: it is no stall.
+		r.heard.Store(time.Now().UnixNano())
 		kvs := make([]kv, len(resp.Kvs))
 		for i, x := range resp.Kvs {
 			kvs[i] = kv{key: string(x.Key), value: x.Value, rev: x.ModRevision}
@@ -233,7 +235,8 @@ func (r *Reflector) follow(ctx context.Context, st *state, wch clientv3.WatchCha
 // start (nothing was written anywhere since): such a quiet watch is not
 // stalled.
 func (r *Reflector) current(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.StallAfter/2)
+	// A slow answer is an answer: the probe is given at least 5s.
+	ctx, cancel := context.WithTimeout(ctx, max(r.cfg.StallAfter/2, 5*time.Second))
 	defer cancel()
 	resp, err := r.cfg.Etcd.Get(ctx, r.rng.Start, clientv3.WithCountOnly())
 	return err == nil && resp.Header.Revision <= r.Seen()

@@ -167,20 +167,7 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 			policies[pol.Name] = pol
 		}
 	}
-	// The objects as upstream's dispatcher has them: copies with their
-	// kind set (the patchers convert through unstructured).
-	obj, old := withKind(a.Object, a.GVK()), withKind(a.OldObject, a.GVK())
-	rec := upstream.NewAttributesRecord(obj, old, a.GVK(), a.Namespace, a.Name, a.GVR(), a.Subresource,
-		upstream.Operation(a.Operation), a.Options, a.DryRun, a.User)
-	va := &upstream.VersionedAttributes{Attributes: rec, VersionedObject: upstream.NewLazyObject(obj), VersionedOldObject: upstream.NewLazyObject(old), VersionedKind: a.GVK()}
-	var (
-		ns         *corev1.Namespace
-		nsRead     bool
-		errs       []policyError
-		authz      = authorizerOf(m.cfg.Authorizer)
-		reinvoke   []int // the IfNeeded invocations, in order
-		lastChange = -1  // the last invocation that changed the object
-	)
+	var errs []policyError
 	type invocation struct {
 		pol   *admissionregistrationv1.MutatingAdmissionPolicy
 		b     *admissionregistrationv1.MutatingAdmissionPolicyBinding
@@ -196,7 +183,7 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 		if pol == nil {
 			continue
 		}
-		fail := pol.Spec.FailurePolicy == nil || *pol.Spec.FailurePolicy != admissionregistrationv1.Ignore
+		fail := failClosed(pol)
 		ok, err := matchResources(ctx, m.cfg.Namespaces, pol.Spec.MatchConstraints, a, false)
 		if err == nil && ok && b.Spec.MatchResources != nil {
 			ok, err = matchResources(ctx, m.cfg.Namespaces, b.Spec.MatchResources, a, true)
@@ -217,12 +204,24 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 			invocations = append(invocations, invocation{pol, b, p})
 		}
 	}
-	if len(invocations) == 0 && len(errs) == 0 {
-		return nil
+	if len(invocations) == 0 {
+		return verdict(a, errs)
 	}
+	// The objects as upstream's dispatcher has them: copies with their
+	// kind set (the patchers convert through unstructured).
+	obj, old := withKind(a.Object, a.GVK()), withKind(a.OldObject, a.GVK())
+	rec := upstream.NewAttributesRecord(obj, old, a.GVK(), a.Namespace, a.Name, a.GVR(), a.Subresource,
+		upstream.Operation(a.Operation), a.Options, a.DryRun, a.User)
+	va := &upstream.VersionedAttributes{Attributes: rec, VersionedObject: upstream.NewLazyObject(obj), VersionedOldObject: upstream.NewLazyObject(old), VersionedKind: a.GVK()}
+	var (
+		ns         *corev1.Namespace
+		nsRead     bool
+		authz      = authorizerOf(m.cfg.Authorizer)
+		lastChange = -1 // the last invocation that changed the object
+	)
 	run := func(i int) error {
 		inv := invocations[i]
-		fail := inv.pol.Spec.FailurePolicy == nil || *inv.pol.Spec.FailurePolicy != admissionregistrationv1.Ignore
+		fail := failClosed(inv.pol)
 		e := m.compiledFor(inv.pol)
 		if e.err != nil {
 			errs = append(errs, policyError{inv.pol.Name, inv.b.Name, fail, e.err})
@@ -249,7 +248,9 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 				return nil
 			}
 		}
-		before := va.VersionedObject.Object().DeepCopyObject()
+		// A patcher returns a new object and never changes the one it
+		// was given: before stays as it is.
+		before := va.VersionedObject.Object()
 		for _, p := range e.patchers {
 			if err := m.patch(cctx, p, va, ns, inv.param, authz); err != nil {
 				var status *apierrors.StatusError
@@ -264,19 +265,17 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 		}
 		return nil
 	}
-	for i, inv := range invocations {
+	for i := range invocations {
 		if err := run(i); err != nil {
 			return err
 		}
-		if inv.pol.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-			reinvoke = append(reinvoke, i)
-		}
 	}
 	// An IfNeeded policy runs once more when a later one changed the
-	// object after it ran, as upstream's reinvocation does.
-	first := lastChange
-	for _, i := range reinvoke {
-		if i < first {
+	// object after it ran, as upstream's reinvocation does (the last
+	// change of the first pass decides; the reruns change it).
+	last := lastChange
+	for i, inv := range invocations[:max(last, 0)] {
+		if inv.pol.Spec.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
 			if err := run(i); err != nil {
 				return err
 			}
@@ -284,6 +283,12 @@ func (m *Mutating) Admit(ctx context.Context, a *admission.Attributes) error {
 	}
 	a.Object = va.VersionedObject.Object()
 	return verdict(a, errs)
+}
+
+// failClosed reports whether pol's failures deny the request
+// (failurePolicy Fail, the default).
+func failClosed(pol *admissionregistrationv1.MutatingAdmissionPolicy) bool {
+	return pol.Spec.FailurePolicy == nil || *pol.Spec.FailurePolicy != admissionregistrationv1.Ignore
 }
 
 // patch applies one mutation to va's object: upstream's patcher, then the
