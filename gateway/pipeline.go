@@ -32,9 +32,10 @@ type (
 		// (a health probe); Unauthenticated audits a 401.
 		Audit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info)
 		Unauthenticated(rc *fasthttp.RequestCtx, info *requestinfo.Info)
-		// Admit audits and admits a request under the fairness limits;
-		// Finish completes what Audit or Admit started, once answered.
-		Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error
+		// Admit audits a request and runs next under the fairness
+		// limits, on its seats; Finish completes what Audit or Admit
+		// started, once answered.
+		Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info, next func() error) error
 		Panic(rc *fasthttp.RequestCtx)
 		Finish(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 	}
@@ -114,9 +115,11 @@ func (g *Gateway) route(rc *fasthttp.RequestCtx, info *requestinfo.Info) error {
 	if err := requestinfo.Parse(info, string(rc.Method()), path, rc.QueryArgs()); err != nil {
 		return rest.ErrNotFoundPath
 	}
-	if err := g.guard.Admit(rc, info, u); err != nil {
-		return err
-	}
+	return g.guard.Admit(rc, info, u, func() error { return g.serve(rc, info, u, path) })
+}
+
+// serve authorizes and serves an admitted request.
+func (g *Gateway) serve(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info, path string) error {
 	if err := g.authz.Authorize(rc, info, u); err != nil {
 		return err
 	}

@@ -52,9 +52,12 @@ func (f *fakes) Unauthenticated(*fasthttp.RequestCtx, *requestinfo.Info) { f.add
 func (f *fakes) Panic(*fasthttp.RequestCtx)                              { f.add("panic") }
 func (f *fakes) Finish(*fasthttp.RequestCtx, *requestinfo.Info)          { f.add("finish") }
 
-func (f *fakes) Admit(*fasthttp.RequestCtx, *requestinfo.Info, user.Info) error {
+func (f *fakes) Admit(_ *fasthttp.RequestCtx, _ *requestinfo.Info, _ user.Info, next func() error) error {
 	f.add("admit")
-	return f.admitErr
+	if f.admitErr != nil {
+		return f.admitErr
+	}
+	return next()
 }
 
 func (f *fakes) Authorize(*fasthttp.RequestCtx, *requestinfo.Info, user.Info) error {

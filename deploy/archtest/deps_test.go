@@ -66,7 +66,10 @@ var depRules = []depRule{
 		// upstream's encryptionconfig, whose KMS health checks are
 		// server/healthz checkers; healthz imports endpoints/metrics
 		// (metric labels). kgate never serves those checkers.
-		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", "k8s.io/apiserver/pkg/server/options/encryptionconfig", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry, sampleAPIServer},
+		// gateway/internal/apf runs upstream's API Priority and Fairness
+		// (util/flowcontrol); its metrics package takes request labels
+		// from endpoints/metrics: linked, never served.
+		allowedVia: []string{"k8s.io/kubernetes/pkg/", "k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager", "k8s.io/apiserver/pkg/server/options/encryptionconfig", "k8s.io/apiserver/pkg/util/flowcontrol", crdRegistry, crRegistry, crdOpenAPI, openAPIHandler, apiServiceRegistry, sampleAPIServer},
 		why:        "kgate serves its routes with fasthttp and its OpenAPI from pre-rendered documents, not go-restful"},
 	{from: "...", to: "k8s.io/apiserver/pkg/storage/cacher", allowedVia: []string{crdRegistry, crRegistry, sampleAPIServer},
 		why: "the watch cache is kgate's cache nodes, not kube-apiserver's cacher"},

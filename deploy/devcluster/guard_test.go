@@ -28,10 +28,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/deploy/devcluster"
 	"github.com/kgate/kgate/gateway"
@@ -78,8 +80,9 @@ func TestGuard(t *testing.T) {
 		TokenAuthFile: tokens,
 		Audit:         gateway.AuditConfig{PolicyFile: policy, LogPath: auditLog},
 		Limits: gateway.LimitsConfig{
-			MaxMutatingRequestsInflight: 1,
-			UserQPS:                     5, UserBurst: 5,
+			// kgate's seats for API Priority and Fairness.
+			MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200,
+			UserQPS: 5, UserBurst: 5,
 			MaxWatchesPerUser:  2,
 			ListBytesPerSecond: 2000, ListBytesBurst: 2000, ListMaxWait: 100 * time.Millisecond,
 		},
@@ -502,9 +505,12 @@ func (h *heldHook) hold() {
 	h.mu.Unlock()
 }
 
+// release lets the held reviews go; once more does nothing.
 func (h *heldHook) release() {
 	h.mu.Lock()
-	close(h.gate)
+	if h.gate != nil {
+		close(h.gate)
+	}
 	h.gate = nil
 	h.mu.Unlock()
 }
@@ -560,12 +566,16 @@ func gatewayMetric(t *testing.T, rc *rawClient, name string, labels ...string) f
 	return -1
 }
 
-// TestFairQueuing: with one mutating seat, requests beyond it wait in
-// their users' queues and are served once it frees, rather than 429;
-// a full queue is 429 (queue_full); a client that goes away while
-// queued leaves its queue; the seat count stays right throughout. A
-// webhook holding the first request keeps the seat taken for as long as
-// the test needs.
+// TestFairQueuing: API Priority and Fairness from the objects. A
+// PriorityLevelConfiguration given one seat of the gateway's ten and a
+// FlowSchema sending fair-a and fair-b to it classify their requests
+// (the X-Kubernetes-PF-* headers carry the objects' UIDs; the admin's
+// are exempt's); requests beyond the seat wait in their users' queues
+// and are served once it frees, rather than 429; a full queue is 429; a
+// client that goes away while queued leaves its queue; upstream's
+// apiserver_flowcontrol_* metrics count it all. A FlowSchema naming a
+// missing level is marked Dangling by the controller. A webhook holding
+// the first request keeps the seat taken for as long as the test needs.
 func TestFairQueuing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: skipped under -short")
@@ -577,15 +587,10 @@ func TestFairQueuing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// One queue per user (hand of 1 of 64: fair-a and fair-b hash to
-	// different queues), two requests per queue.
 	c, err := startDev(ctx, devcluster.Config{
 		DataDir: filepath.Join(dir, "data"), UnsafeNoFsync: true, Build: "test", Logger: testLogger(),
 		TokenAuthFile: tokens,
-		Limits: gateway.LimitsConfig{
-			MaxMutatingRequestsInflight: 1,
-			Queues:                      64, HandSize: 1, QueueLengthLimit: 2, QueueMaxWait: time.Minute,
-		},
+		Limits:        gateway.LimitsConfig{MaxRequestsInflight: 5, MaxMutatingRequestsInflight: 5, QueueMaxWait: time.Minute},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -607,6 +612,55 @@ func TestFairQueuing(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindRole(t, admin, ns, "fair-edit", "ClusterRole", "edit", userSubject("fair-a"), userSubject("fair-b"))
+
+	// One seat (ceil(10 × 1 / the shares of all levels)), none lent or
+	// borrowed; one queue per user (hand of 1 of 64: fair-a and fair-b
+	// hash to different queues), two requests per queue.
+	const level = "fair-test"
+	fc := admin.FlowcontrolV1()
+	zero := int32(0)
+	plc, err := fc.PriorityLevelConfigurations().Create(bg, &flowcontrolv1.PriorityLevelConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: level},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{
+			Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+				NominalConcurrencyShares: ptr.To[int32](1), LendablePercent: &zero, BorrowingLimitPercent: &zero,
+				LimitResponse: flowcontrolv1.LimitResponse{
+					Type:    flowcontrolv1.LimitResponseTypeQueue,
+					Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 64, HandSize: 1, QueueLengthLimit: 2},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fc.FlowSchemas().Create(bg, &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: level},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: level},
+			MatchingPrecedence:         100,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{
+					{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "fair-a"}},
+					{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "fair-b"}},
+				},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{
+					Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}, Namespaces: []string{"*"},
+				}},
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exempt *flowcontrolv1.PriorityLevelConfiguration
+	storagetest.Eventually(t, 30*time.Second, "the bootstrap configuration", func() (err error) {
+		exempt, err = fc.PriorityLevelConfigurations().Get(bg, "exempt", metav1.GetOptions{})
+		return err
+	})
+
 	hook := &heldHook{held: make(chan string, 10)}
 	srv, caPEM := startTLSServer(t, hook)
 	url := srv.URL + "/hold"
@@ -624,11 +678,17 @@ func TestFairQueuing(t *testing.T) {
 	}
 	a, b := tokenRaw(t, c, "tok-fair-a"), tokenRaw(t, c, "tok-fair-b")
 	seq := 0
-	storagetest.Eventually(t, 15*time.Second, "fair-a creates through the webhook", func() error {
+	storagetest.Eventually(t, 15*time.Second, "fair-a creates through the webhook, classified by the new FlowSchema", func() error {
 		seq++
 		resp, body := a.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", fmt.Appendf(nil, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"warmup-%d"}}`, seq), "Content-Type", "application/json")
 		if resp.StatusCode != 201 {
 			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"); got != string(fs.UID) {
+			return fmt.Errorf("flow schema UID %q, want %q", got, fs.UID)
+		}
+		if got := resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"); got != string(plc.UID) {
+			return fmt.Errorf("priority level UID %q, want %q", got, plc.UID)
 		}
 		hook.mu.Lock()
 		defer hook.mu.Unlock()
@@ -637,24 +697,31 @@ func TestFairQueuing(t *testing.T) {
 		}
 		return nil
 	})
-	// The level's UIDs are stable and name the level.
-	resp, _ := a.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil)
-	respAdmin, _ := adminRaw.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil)
-	pl, fs := resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
-	if pl == "" || fs == "" || pl == respAdmin.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") || respAdmin.Header.Get("X-Kubernetes-PF-FlowSchema-UID") == "" {
-		t.Fatalf("priority and fairness headers: workload %q %q, system %v", pl, fs, respAdmin.Header)
+	if resp, _ := adminRaw.do(t, "GET", "/api/v1/namespaces/"+ns+"/configmaps", nil); resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") != string(exempt.UID) {
+		t.Fatalf("admin's priority level UID %q, want exempt's %q", resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), exempt.UID)
 	}
-
+	levelLabel := `priority_level="` + level + `"`
+	// Upstream's metrics are the process's: what this test adds counts
+	// (go test -count runs it again in one process).
+	counter := func(name string, labels ...string) float64 {
+		return max(0, gatewayMetric(t, adminRaw, name, append(labels, levelLabel)...))
+	}
+	const (
+		rejectedTotal = "apiserver_flowcontrol_rejected_requests_total"
+		waitCount     = "apiserver_flowcontrol_request_wait_duration_seconds_count"
+	)
+	queueFull0, timeOut0, waited0 := counter(rejectedTotal, `reason="queue-full"`), counter(rejectedTotal, `reason="time-out"`), counter(waitCount, `execute="true"`)
 	queued := func(want float64) {
 		t.Helper()
 		storagetest.Eventually(t, 15*time.Second, fmt.Sprintf("%v requests queued", want), func() error {
-			if got := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_current_inqueue_requests", `priority_level="workload"`); got != want {
+			if got := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_current_inqueue_requests", levelLabel); got != want && (want != 0 || got != -1) {
 				return fmt.Errorf("%v queued", got)
 			}
 			return nil
 		})
 	}
 	hook.hold()
+	defer hook.release() // before the cluster closes, should the test fail
 	out := make(chan created, 10)
 	createAsync(bg, a, ns, "a1", out)
 	if got := <-hook.held; got != "a1" {
@@ -671,16 +738,14 @@ func TestFairQueuing(t *testing.T) {
 	// fair-a's queue is full.
 	resp, body := a.do(t, "POST", "/api/v1/namespaces/"+ns+"/configmaps", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a4"}}`), "Content-Type", "application/json")
 	want429(t, resp, body, "a create over a full queue")
-	if resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") != pl {
-		t.Fatalf("429 priority level UID %q, want %q", resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), pl)
+	if resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID") != string(plc.UID) || resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID") != string(fs.UID) {
+		t.Fatalf("429 headers %v, want the level's and schema's UIDs", resp.Header)
 	}
-	if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="queue_full"`); n != 1 {
-		t.Fatalf("kgate_gateway_rejected_total{reason=queue_full} = %v", n)
+	if n := counter(rejectedTotal, `reason="queue-full"`) - queueFull0; n != 1 {
+		t.Fatalf("%s{%s,reason=queue-full} rose by %v", rejectedTotal, levelLabel, n)
 	}
-	if n := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_rejected_requests_total", `priority_level="workload"`, `reason="queue-full"`); n != 1 {
-		t.Fatalf("apiserver_flowcontrol_rejected_requests_total{priority_level=workload,reason=queue-full} = %v", n)
-	}
-	// A client going away leaves its queue.
+	// A client going away leaves its queue (upstream counts it as a
+	// time-out).
 	gone, goAway := context.WithCancel(bg)
 	createAsync(gone, b, ns, "b2", out)
 	queued(4)
@@ -690,13 +755,16 @@ func TestFairQueuing(t *testing.T) {
 	}
 	queued(3)
 	storagetest.Eventually(t, 15*time.Second, "the cancelled wait counted", func() error {
-		if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="cancelled"`); n != 1 {
-			return fmt.Errorf("kgate_gateway_rejected_total{reason=cancelled} = %v", n)
+		if n := counter(rejectedTotal, `reason="time-out"`) - timeOut0; n != 1 {
+			return fmt.Errorf("%s{reason=time-out} rose by %v", rejectedTotal, n)
 		}
 		return nil
 	})
-	// Once a1 is let through, the others are served in turn, round
-	// robin over the two queues: b1 before a3, though it came last.
+	if n := gatewayMetric(t, adminRaw, "kgate_gateway_rejected_total", `reason="priority_and_fairness"`); n != 2 {
+		t.Fatalf("kgate_gateway_rejected_total{reason=priority_and_fairness} = %v, want 2", n)
+	}
+	// Once a1 is let through, the others are served in turn, fairly over
+	// the two queues: b1 before a3, though it came last.
 	hook.release()
 	var order []string
 	for range 4 {
@@ -711,21 +779,10 @@ func TestFairQueuing(t *testing.T) {
 		t.Fatalf("served %v: want a1 first and a3 last", order)
 	}
 	queued(0)
-	storagetest.Eventually(t, 15*time.Second, "no request in flight", func() error {
-		if n := gatewayMetric(t, adminRaw, "apiserver_flowcontrol_current_executing_requests", `priority_level="workload"`); n != 0 {
-			return fmt.Errorf("apiserver_flowcontrol_current_executing_requests{priority_level=workload} = %v", n)
-		}
-		return nil
-	})
 	// The waits were timed: a2, a3 and b1 waited, then executed; b2
 	// waited and gave up.
-	const wait = "apiserver_flowcontrol_request_wait_duration_seconds"
-	n := gatewayMetric(t, adminRaw, wait+"_count", `priority_level="workload"`, `execute="true"`)
-	if zero := gatewayMetric(t, adminRaw, wait+"_bucket", `priority_level="workload"`, `execute="true"`, `le="0"`); zero < 0 || n-zero < 3 {
-		t.Fatalf("%s{priority_level=workload,execute=true}: %v waits, %v of them 0; want a2, a3 and b1 to have waited", wait, n, zero)
-	}
-	if n := gatewayMetric(t, adminRaw, wait+"_count", `priority_level="workload"`, `execute="false"`); n != 1 {
-		t.Fatalf("%s{priority_level=workload,execute=false}: %v waits, want b2's", wait, n)
+	if n := counter(waitCount, `execute="true"`) - waited0; n < 3 {
+		t.Fatalf("%s{%s,execute=true}: %v waits; want a2, a3 and b1's at least", waitCount, levelLabel, n)
 	}
 	// The seat is free: two creates in a row pass at once.
 	for _, name := range []string{"after-1", "after-2"} {
@@ -734,4 +791,33 @@ func TestFairQueuing(t *testing.T) {
 			t.Fatalf("%s: %d %s", name, resp.StatusCode, body)
 		}
 	}
+
+	// A FlowSchema naming no level is marked Dangling, through the
+	// controller's status apply.
+	if _, err := fc.FlowSchemas().Create(bg, &flowcontrolv1.FlowSchema{
+		ObjectMeta: metav1.ObjectMeta{Name: "fair-dangling"},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: "no-such-level"},
+			MatchingPrecedence:         200,
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	storagetest.Eventually(t, 30*time.Second, "the Dangling condition", func() error {
+		got, err := fc.FlowSchemas().Get(bg, "fair-dangling", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == flowcontrolv1.FlowSchemaConditionDangling && cond.Status == flowcontrolv1.ConditionTrue {
+				for _, m := range got.ManagedFields {
+					if m.Manager == "api-priority-and-fairness-config-consumer-v1" && m.Subresource == "status" {
+						return nil
+					}
+				}
+				return fmt.Errorf("managed fields %v", got.ManagedFields)
+			}
+		}
+		return fmt.Errorf("conditions %v", got.Status.Conditions)
+	})
 }

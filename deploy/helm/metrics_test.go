@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	fcmetrics "k8s.io/apiserver/pkg/util/flowcontrol/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/kgate/kgate/cachenode"
 	"github.com/kgate/kgate/cachenode/natsembed"
@@ -277,6 +280,8 @@ func exportedFamilies(t *testing.T) map[string]family {
 		Gateway: gateway.Config{
 			Listen: "127.0.0.1:0", TLS: &tls.Config{}, Auth: gateway.AuthConfig{AnonymousAuth: true},
 			Audit: gateway.AuditConfig{PolicyFile: policy, LogPath: filepath.Join(t.TempDir(), "audit.log")},
+			// kgate's defaults: API Priority and Fairness on.
+			Limits: gateway.LimitsConfig{MaxRequestsInflight: 400, MaxMutatingRequestsInflight: 200},
 		},
 		Deps:       gateway.Deps{Backend: b, NATS: nc, Logger: log, Metrics: gw, Gatherer: gw.reg},
 		Membership: role.Membership{Name: "gateway-0", Bind: "127.0.0.1:0"},
@@ -286,17 +291,30 @@ func exportedFamilies(t *testing.T) map[string]family {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Gateway.Close(); g.Members.Close() })
-
+	// API Priority and Fairness's metrics are upstream's, in the legacy
+	// registry, whose apiserver_flowcontrol_* families the gateway serves
+	// beside its own (apf.Gatherer); their
+	// series appear per priority level as requests come. A level's
+	// series, as a queued and then executed request makes them:
+	ctx := context.Background()
+	fcmetrics.AddRequestsInQueues(ctx, "level", "schema", 0)
+	fcmetrics.AddRequestsExecuting(ctx, "level", "schema", 0)
+	fcmetrics.ObserveWaitingDuration(ctx, "level", "schema", "true", 0)
+	apfFamilies, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var etcdFamilies int
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "etcd_") {
+	for _, mf := range append(mfs, apfFamilies...) {
+		if strings.HasPrefix(mf.GetName(), "etcd_") {
+			etcdFamilies++
+		} else if !strings.HasPrefix(mf.GetName(), "apiserver_flowcontrol_") {
 			continue
 		}
-		etcdFamilies++
 		f := family{observer: mf.GetType() == dto.MetricType_HISTOGRAM || mf.GetType() == dto.MetricType_SUMMARY}
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {

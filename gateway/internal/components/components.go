@@ -32,6 +32,7 @@ import (
 	"github.com/kgate/kgate/gateway/internal/access"
 	"github.com/kgate/kgate/gateway/internal/admission/chain"
 	"github.com/kgate/kgate/gateway/internal/aggregator"
+	"github.com/kgate/kgate/gateway/internal/apf"
 	"github.com/kgate/kgate/gateway/internal/apiserverid"
 	"github.com/kgate/kgate/gateway/internal/authn"
 	"github.com/kgate/kgate/gateway/internal/authtrust"
@@ -109,6 +110,8 @@ type Set struct {
 	// upstream's OpenAPI definitions: for server-side apply and
 	// MutatingAdmissionPolicy.
 	typeConverter managedfields.TypeConverter
+	// fields are the built-in kinds' field managers.
+	fields *fieldmanager.Managers
 
 	Discovery *discovery.Discovery
 	OpenAPI   *openapi.Documents
@@ -119,6 +122,8 @@ type Set struct {
 	Access    *access.Access
 	Chain     *chain.Admission
 	Guard     *guard.Guard
+	// Flow is API Priority and Fairness; nil without seats.
+	Flow      *apf.Controller
 	Semantics *builtin.Semantics // upstream's write semantics (rest, bootstrap)
 	REST      *rest.Handler
 	// Kubelet proxies pods/log, exec, attach, portforward and the proxy
@@ -181,7 +186,9 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	if s.Codec, err = negotiate.NewCodec(b.Registry.Scheme()); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if s.Metrics, err = reqmetrics.New(d.Metrics, d.Gatherer); err != nil {
+	// API Priority and Fairness's metrics are upstream's, registered
+	// with the process's legacy registry.
+	if s.Metrics, err = reqmetrics.New(d.Metrics, prometheus.Gatherers{d.Gatherer, apf.Gatherer()}); err != nil {
 		return nil, err
 	}
 	if err := s.newReads(cfg, d); err != nil {
@@ -211,13 +218,10 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
-	if s.Guard, err = guard.New(guard.Config{
-		Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, RequestHeaderClientCAFile: cfg.Auth.RequestHeader.ClientCAFile,
-	}, guard.Deps{TLS: cfg.TLS, NATS: d.NATS, Base: s.base, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+	if err := s.newWrites(cfg, d); err != nil {
 		return nil, err
 	}
-	s.TLS = s.Guard.TLS()
-	if err := s.newWrites(cfg, d); err != nil {
+	if err := s.newGuard(cfg, d); err != nil {
 		return nil, err
 	}
 	if s.Kubelet, err = kubeletproxy.New(s.base, cfg.Kubelet, kubeletproxy.Deps{
@@ -235,6 +239,31 @@ func New(cfg Config, d Deps) (_ *Set, err error) {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)
 	}
 	return s, nil
+}
+
+// newGuard builds API Priority and Fairness, unless the limits give it
+// no seats, and the guard around it.
+func (s *Set) newGuard(cfg Config, d Deps) error {
+	b := d.Backend
+	var flow guard.FlowControl
+	if seats := cfg.Limits.MaxRequestsInflight + cfg.Limits.MaxMutatingRequestsInflight; seats > 0 {
+		var err error
+		if s.Flow, err = apf.New(apf.Config{ConcurrencyLimit: seats}, apf.Deps{
+			Registry: b.Registry, Ranges: b.Ranges, Cache: s.Router, Hub: s.Hub, Revisions: b.Revisions, Codec: b.Codec,
+			Store: b.Store, Fields: s.fields, Logger: d.Logger.With("component", "apf"),
+		}); err != nil {
+			return fmt.Errorf("cannot make gateway: %w", err)
+		}
+		flow = s.Flow
+	}
+	var err error
+	if s.Guard, err = guard.New(guard.Config{
+		Audit: cfg.Audit, Limits: cfg.Limits, ServingTLS: cfg.ServingTLS, RequestHeaderClientCAFile: cfg.Auth.RequestHeader.ClientCAFile,
+	}, guard.Deps{TLS: cfg.TLS, NATS: d.NATS, Base: s.base, FlowControl: flow, Logger: d.Logger, Metrics: d.Metrics}); err != nil {
+		return err
+	}
+	s.TLS = s.Guard.TLS()
+	return nil
 }
 
 // newAggregator builds the feed of APIServices and the dispatch of
@@ -296,6 +325,7 @@ func (s *Set) newWrites(cfg Config, d Deps) error {
 	if err != nil {
 		return err
 	}
+	s.fields = fields
 	b := d.Backend
 	// Custom resources get apiextensions-apiserver's semantics, the
 	// others the built-in ones.
@@ -359,6 +389,9 @@ func (s *Set) Bootstrap(ctx context.Context) error {
 func (s *Set) Start(listen net.Addr) {
 	s.step("started", "access", s.Access.Start)
 	s.step("started", "admission", s.Chain.Start)
+	if s.Flow != nil {
+		s.step("started", "priority and fairness", s.Flow.Start)
+	}
 	s.step("started", "guard", s.Guard.Start)
 	s.step("started", "leases", func() { s.startKeepers(listen) })
 	s.step("started", "apiservices", s.apiServices.Start)
@@ -487,6 +520,9 @@ func (s *Set) Stop() {
 		}
 		if s.apiServices != nil {
 			s.step("stopped", "apiservices", func() { _ = s.apiServices.Close() })
+		}
+		if s.Flow != nil {
+			s.step("stopped", "priority and fairness", s.Flow.Close)
 		}
 		if s.Chain != nil {
 			s.step("stopped", "admission", s.Chain.Close)

@@ -32,13 +32,22 @@ type AuditConfig struct {
 	Buffer int
 }
 
-// LimitsConfig are the fairness limits (see fairness.Config); zero
-// disables each.
+// LimitsConfig are the seats of API Priority and Fairness and kgate's
+// per-user limits (see fairness.Config); zero disables each per-user
+// limit.
 type LimitsConfig struct {
-	// MaxRequestsInflight and MaxMutatingRequestsInflight cap each
-	// priority level (system, workload); watches are not counted.
+	// MaxRequestsInflight and MaxMutatingRequestsInflight together are
+	// the gateway's seats, shared by the priority levels by their
+	// nominal concurrency shares, as kube-apiserver's with API Priority
+	// and Fairness; watches hold seats only while they start, other
+	// long-running requests none. Both zero: no API Priority and
+	// Fairness (every request runs at once).
 	MaxRequestsInflight         int
 	MaxMutatingRequestsInflight int
+	// QueueMaxWait bounds a request's wait in its priority level's queue
+	// (default 15s, kube-apiserver's quarter of its 60 s request
+	// timeout); past it: 429.
+	QueueMaxWait time.Duration
 	// UserQPS and UserBurst: each user's token bucket.
 	UserQPS   float64
 	UserBurst int
@@ -50,16 +59,6 @@ type LimitsConfig struct {
 	ListBytesPerSecond int64
 	ListBytesBurst     int64
 	ListMaxWait        time.Duration
-	// Queues, HandSize, QueueLengthLimit and QueueMaxWait shape the fair
-	// queues requests over the in-flight limits wait in (kube-apiserver's
-	// API Priority and Fairness): each user is dealt HandSize of each
-	// pool's Queues and waits in the shortest, at most QueueMaxWait; a
-	// full queue (QueueLengthLimit) or the wait running out is 429. Zero:
-	// 64, 8, 50 and 15s.
-	Queues           int
-	HandSize         int
-	QueueLengthLimit int
-	QueueMaxWait     time.Duration
 }
 
 // ServingTLSConfig refines Deps.TLS.

@@ -140,43 +140,70 @@ func tracked(conn net.Conn) *trackedConn {
 // connection.
 var errClientGone = errors.New("client closed the connection")
 
-// waitContext is the context a request waits in for a seat (fasthttp's
+// waitContext is the context a request waits in for seats (fasthttp's
 // RequestCtx ends only at shutdown): it ends when the gateway starts
-// shutting down (base) or when the client closes conn. It is made, and
-// the connection watched, only once something waits on it, so the
-// requests that never wait cost no goroutine, no allocation (it lives in
-// the requestGuard) and no registration with base; stop ends it before
-// the handler goes on.
+// shutting down (base), at deadline, or, while watch is on, when the
+// client closes conn. It is made only once something asks for it, so
+// that requests refused before cost nothing, and the connection is
+// watched (a goroutine reading ahead) only while the request is queued;
+// stop ends both before the handler goes on.
 type waitContext struct {
-	base   context.Context
-	conn   net.Conn
-	once   sync.Once
-	ctx    context.Context // set by once, like cancel and stopFn
-	cancel context.CancelCauseFunc
-	stopFn func() // nil: conn not watched
+	base     context.Context
+	conn     net.Conn
+	deadline time.Time // zero: none but base's
+	once     sync.Once
+	ctx      context.Context // set by once, like cancel and release
+	cancel   context.CancelCauseFunc
+	release  context.CancelFunc // of the deadline; nil without one
+
+	mu     sync.Mutex // guards stopFn
+	stopFn func()     // nil: conn not watched
 }
 
 func (w *waitContext) init() {
 	w.once.Do(func() {
 		w.ctx, w.cancel = context.WithCancelCause(w.base)
-		if t := tracked(w.conn); t != nil {
-			w.stopFn = t.watchPeer(func(err error) { w.cancel(fmt.Errorf("%w: %v", errClientGone, err)) })
+		if !w.deadline.IsZero() {
+			w.ctx, w.release = context.WithDeadline(w.ctx, w.deadline)
 		}
 	})
 }
 
-func (w *waitContext) Deadline() (time.Time, bool) { return w.base.Deadline() }
+func (w *waitContext) Deadline() (time.Time, bool) { w.init(); return w.ctx.Deadline() }
 func (w *waitContext) Done() <-chan struct{}       { w.init(); return w.ctx.Done() }
 func (w *waitContext) Err() error                  { w.init(); return w.ctx.Err() }
 func (w *waitContext) Value(key any) any           { w.init(); return w.ctx.Value(key) }
 
+// watch starts watching the connection: the context ends if the client
+// goes away. It must not block: API Priority and Fairness calls it as
+// it queues the request, under its lock.
+func (w *waitContext) watch() {
+	w.init()
+	t := tracked(w.conn)
+	if t == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopFn == nil {
+		w.stopFn = t.watchPeer(func(err error) { w.cancel(fmt.Errorf("%w: %v", errClientGone, err)) })
+	}
+}
+
 // stop ends the connection watch, if any, and the context.
 func (w *waitContext) stop() {
 	w.once.Do(func() {})
-	if w.stopFn != nil {
-		w.stopFn()
+	w.mu.Lock()
+	stop := w.stopFn
+	w.stopFn = nil
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	if w.cancel != nil {
 		w.cancel(context.Canceled)
+	}
+	if w.release != nil {
+		w.release()
 	}
 }

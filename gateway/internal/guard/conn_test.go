@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 func TestWaitContext(t *testing.T) {
@@ -22,6 +23,7 @@ func TestWaitContext(t *testing.T) {
 		tc := &trackedConn{Conn: server}
 		w := &waitContext{base: context.Background(), conn: tc}
 		done := w.Done()
+		w.watch()
 		// A pipelined request read while waiting is kept for the server.
 		if _, err := client.Write([]byte("pipelined")); err != nil {
 			t.Fatal(err)
@@ -42,7 +44,7 @@ func TestWaitContext(t *testing.T) {
 		defer client.Close()
 		tc := &trackedConn{Conn: server}
 		w := &waitContext{base: context.Background(), conn: tc}
-		_ = w.Done()
+		w.watch()
 		w.stop()
 		if err := context.Cause(w); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cause %v", err)
@@ -62,6 +64,14 @@ func TestWaitContext(t *testing.T) {
 		}
 		go client.Write([]byte("next"))
 		read(t, tc, "next")
+	})
+	t.Run("deadline", func(t *testing.T) {
+		w := &waitContext{base: context.Background(), deadline: time.Now().Add(time.Millisecond)}
+		<-w.Done()
+		if !errors.Is(w.Err(), context.DeadlineExceeded) {
+			t.Fatalf("err %v", w.Err())
+		}
+		w.stop()
 	})
 	t.Run("shutdown", func(t *testing.T) {
 		base, cancel := context.WithCancel(context.Background())

@@ -1,8 +1,9 @@
 // Package guard is what a gateway request passes after authentication
 // and before authorization, and again once answered: audit.k8s.io/v1
-// events at each stage, fairness (in-flight seats in fair queues, per-user
-// rates, watch and LIST budgets), and the serving TLS configuration with
-// its reloading certificate. It also sees connections close
+// events at each stage, API Priority and Fairness (seats and queues by
+// the FlowSchemas and PriorityLevelConfigurations), kgate's per-user
+// limits (rates, watch and LIST budgets), and the serving TLS
+// configuration with its reloading certificate. It also sees connections close
 // (TrackConns), so that a watch's end and a client leaving a queue are
 // noticed.
 package guard
@@ -15,10 +16,12 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kgate/kgate/gateway/internal/apf"
 	"github.com/kgate/kgate/gateway/internal/audit"
 	"github.com/kgate/kgate/gateway/internal/certreload"
 	"github.com/kgate/kgate/gateway/internal/fairness"
@@ -32,9 +35,21 @@ type Deps struct {
 	NATS *nats.Conn
 	// Base ends when the gateway starts shutting down: requests waiting
 	// for a seat give up then. Required.
-	Base    context.Context
-	Logger  *slog.Logger
-	Metrics prometheus.Registerer
+	Base context.Context
+	// FlowControl seats requests (apf.Controller); nil: every request
+	// runs at once.
+	FlowControl FlowControl
+	Logger      *slog.Logger
+	Metrics     prometheus.Registerer
+}
+
+// DefaultQueueMaxWait bounds a request's wait in a queue: kube-apiserver's
+// quarter of its default 60 s request timeout.
+const DefaultQueueMaxWait = 15 * time.Second
+
+// FlowControl is API Priority and Fairness (apf.Controller).
+type FlowControl interface {
+	Handle(ctx context.Context, r apf.Request, exec func()) apf.Decision
 }
 
 // Guard is what runs between authentication and authorization, and
@@ -43,8 +58,10 @@ type Guard struct {
 	log     *slog.Logger
 	base    context.Context
 	tls     *tls.Config
-	auditor *audit.Auditor       // nil: no auditing
-	limiter *fairness.Limiter    // nil: no limits
+	auditor *audit.Auditor // nil: no auditing
+	limiter *fairness.Limiter
+	flow    FlowControl          // nil: no seats
+	maxWait time.Duration        // of a request in a queue
 	certs   *certreload.Reloader // nil: Deps.TLS's certificates
 
 	mu   sync.Mutex // guards stop
@@ -56,7 +73,7 @@ func New(cfg Config, d Deps) (*Guard, error) {
 	if d.TLS == nil || d.Base == nil || d.Logger == nil || d.Metrics == nil {
 		return nil, errors.New("cannot make gateway guard: TLS, Base, Logger and Metrics are required")
 	}
-	g := &Guard{log: d.Logger, base: d.Base}
+	g := &Guard{log: d.Logger, base: d.Base, flow: d.FlowControl}
 	tlsCfg, certs, err := servingTLS(d.TLS, cfg.ServingTLS, d.Logger)
 	if err == nil {
 		err = withRequestHeaderCAs(tlsCfg, cfg.RequestHeaderClientCAFile)
@@ -78,11 +95,13 @@ func New(cfg Config, d Deps) (*Guard, error) {
 		}
 	}
 	l := cfg.Limits
+	g.maxWait = l.QueueMaxWait
+	if g.maxWait <= 0 {
+		g.maxWait = DefaultQueueMaxWait
+	}
 	if g.limiter, err = fairness.New(fairness.Config{
-		MaxInflight: l.MaxRequestsInflight, MaxMutatingInflight: l.MaxMutatingRequestsInflight,
 		UserQPS: l.UserQPS, UserBurst: l.UserBurst, MaxWatchesPerUser: l.MaxWatchesPerUser,
 		ListBytesPerSecond: l.ListBytesPerSecond, ListBytesBurst: l.ListBytesBurst, ListMaxWait: l.ListMaxWait,
-		Queues: l.Queues, HandSize: l.HandSize, QueueLengthLimit: l.QueueLengthLimit, MaxWait: l.QueueMaxWait,
 		Metrics: d.Metrics,
 	}); err != nil {
 		return nil, fmt.Errorf("cannot make gateway: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 	authnv1 "k8s.io/api/authentication/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kgate/kgate/gateway/internal/apf"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"github.com/kgate/kgate/gateway/internal/audit"
 	"github.com/kgate/kgate/gateway/internal/fairness"
@@ -33,8 +35,8 @@ type requestGuard struct {
 	audited  bool          // event is written at the stages the policy logs
 	event    auditv1.Event // the request-wide fields
 	ticket   *fairness.Ticket
-	level    *fairness.PriorityLevel // nil: not classified
-	wait     waitContext             // what Admit waits in
+	class    *apf.Decision // nil: not classified
+	wait     waitContext   // what Admit waits in
 	panicked bool
 }
 
@@ -92,33 +94,52 @@ func (g *Guard) Unauthenticated(rc *fasthttp.RequestCtx, info *requestinfo.Info)
 	})
 }
 
-// Admit runs after authentication: it writes RequestReceived
-// and applies the fairness limits: a request over the in-flight limit
-// of its priority level waits in a fair queue until a seat frees, the
-// client goes away or the gateway shuts down; 429 with Retry-After over
-// a limit. Finish completes what it started.
-func (g *Guard) Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info) error {
+// Admit runs after authentication: it writes RequestReceived, applies
+// the per-user limits, then runs next on the seats API Priority and
+// Fairness gives the request's priority level: a request over them waits
+// in its flow's queue until seats free, the client goes away or the
+// gateway shuts down; 429 with Retry-After over a limit. Exempt and
+// long-running requests (watches once started) run at once. Finish
+// completes what Admit started.
+func (g *Guard) Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.Info, next func() error) error {
 	rg := g.startAudit(rc, info, u)
-	rg.wait = waitContext{base: g.base, conn: rc.Conn()}
 	queued := time.Now()
-	t, err := g.limiter.Admit(&rg.wait, &fairness.Request{
-		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb,
-		APIGroup: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource,
+	rg.wait = waitContext{base: g.base, conn: rc.Conn(), deadline: queued.Add(g.maxWait)}
+	t, err := g.limiter.Admit(&fairness.Request{
+		User: u.GetName(), Groups: u.GetGroups(), Verb: info.Verb, APIGroup: info.APIGroup, Resource: info.Resource,
 	})
-	rg.wait.stop()
-	// Time in a fair queue is not the server's: kube-apiserver's SLI
-	// latency leaves it out.
-	latency.From(rc).Since(queued)
-	var rej *fairness.Rejected
-	if errors.As(err, &rej) {
-		rg.level = rej.Level
-		return apierror.TooManyRequests(rej.Message, rej.RetryAfter)
-	}
 	if err != nil {
+		rg.wait.stop()
+		var rej *fairness.Rejected
+		if errors.As(err, &rej) {
+			return apierror.TooManyRequests(rej.Message, rej.RetryAfter)
+		}
 		return err
 	}
-	rg.ticket, rg.level = t, t.Level
-	return nil
+	rg.ticket = t
+	if g.flow == nil || apf.LongRunning(info) {
+		rg.wait.stop()
+		return next()
+	}
+	var nextErr error
+	d := g.flow.Handle(&rg.wait, apf.Request{Info: info, User: u, Query: string(rc.QueryArgs().QueryString()), Queued: rg.wait.watch}, func() {
+		rg.wait.stop()
+		// Time in a queue is not the server's: kube-apiserver's SLI
+		// latency leaves it out.
+		latency.From(rc).Since(queued)
+		if info.Verb != "watch" {
+			defer g.limiter.Executing(info.Verb)()
+		}
+		nextErr = next()
+	})
+	rg.wait.stop()
+	rg.class = &d
+	if !d.Executed {
+		latency.From(rc).Since(queued)
+		g.limiter.RejectedByPriorityAndFairness()
+		return apierror.TooManyRequests("Too many requests, please try again later.", max(d.RetryAfter, 1))
+	}
+	return nextErr
 }
 
 // Panic marks the request as ended by a panic (audit stage Panic).
@@ -141,9 +162,6 @@ func (g *Guard) Finish(rc *fasthttp.RequestCtx, info *requestinfo.Info) {
 		rg.event.ImpersonatedUser = userInfo(eu)
 	}
 	if rc.Hijacked() {
-		if rg.ticket != nil {
-			rg.ticket.Done(info.Verb, 0)
-		}
 		st := &metav1.Status{Code: 200}
 		g.emit(rg, auditv1.StageResponseStarted, st)
 		if !onClose(rc.Conn(), func() {
@@ -160,12 +178,12 @@ func (g *Guard) Finish(rc *fasthttp.RequestCtx, info *requestinfo.Info) {
 		rg.ticket.Done(info.Verb, len(rc.Response.Body()))
 		rg.ticket.EndWatch()
 	}
-	if rg.level != nil {
+	if c := rg.class; c != nil && c.FlowSchemaUID != "" {
 		// kube-apiserver's Priority and Fairness headers; here, after any
 		// Status was written (which resets the headers). Watches go
 		// without them: their stream writes its own headers.
-		rc.Response.Header.Set("X-Kubernetes-PF-FlowSchema-UID", rg.level.FlowSchemaUID)
-		rc.Response.Header.Set("X-Kubernetes-PF-PriorityLevel-UID", rg.level.UID)
+		rc.Response.Header.Set(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID, string(c.FlowSchemaUID))
+		rc.Response.Header.Set(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID, string(c.PriorityLevelUID))
 	}
 	if !rg.audited {
 		return

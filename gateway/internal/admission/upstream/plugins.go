@@ -46,6 +46,7 @@ import (
 
 	adm "github.com/kgate/kgate/gateway/internal/admission"
 	"github.com/kgate/kgate/gateway/internal/feed"
+	"github.com/kgate/kgate/gateway/internal/feedinformers"
 )
 
 // ErrConfig is wrapped by every configuration error of New.
@@ -110,7 +111,7 @@ func New(cfg Config) (*Plugins, error) {
 			return nil, fmt.Errorf("%w: kgate does not run admission plugin %q", ErrConfig, n)
 		}
 	}
-	f := newFactory(cfg.Kinds)
+	f := feedinformers.NewFactory(cfg.Kinds)
 	// AuthorizerFunc: the plugins ask unconditional questions only.
 	init := admissioninit.New(newClient(cfg.Objects), nil, f, authorizer.AuthorizerFunc(cfg.Authorizer.Authorize), cfg.Features,
 		compatibility.NewEffectiveVersionFromString(cfg.Version, "", ""), nil, nil)
@@ -118,13 +119,9 @@ func New(cfg Config) (*Plugins, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission plugins: %w", err)
 	}
-	informers, err := f.sinks()
+	sinks, err := f.Sinks()
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission plugins: %w", err)
-	}
-	sinks := make(map[schema.GroupVersionResource]feed.Sink, len(informers))
-	for gvr, inf := range informers {
-		sinks[gvr] = inf
 	}
 	return &Plugins{scheme: cfg.Scheme, chain: chain, oi: admission.NewObjectInterfacesFromScheme(cfg.Scheme), sinks: sinks}, nil
 }
