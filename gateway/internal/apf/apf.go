@@ -68,7 +68,6 @@ type Deps struct {
 
 // Controller classifies and seats requests.
 type Controller struct {
-	cfg      Config
 	log      *slog.Logger
 	ctl      utilflowcontrol.Interface
 	estimate fcrequest.WorkEstimatorFunc
@@ -83,7 +82,6 @@ type Controller struct {
 type source interface {
 	Start()
 	Close() error
-	Ready(context.Context) error
 }
 
 var (
@@ -137,7 +135,7 @@ func newController(cfg Config, log *slog.Logger, client flowcontrolclient.Flowco
 		return nil, nil, fmt.Errorf("cannot make API Priority and Fairness: %w", err)
 	}
 	return &Controller{
-		cfg: cfg, log: log, ctl: ctl, dropped: utilflowcontrol.NewDroppedRequestsTracker(),
+		log: log, ctl: ctl, dropped: utilflowcontrol.NewDroppedRequestsTracker(),
 		// Object counts are the cache nodes', not the gateway's: a LIST
 		// costs the gateway the minimum, as an aggregated one does
 		// upstream.
@@ -179,9 +177,6 @@ func (c *Controller) Close() {
 	}
 	_ = c.feed.Close()
 }
-
-// Ready reports whether the configuration objects have been read.
-func (c *Controller) Ready(ctx context.Context) error { return c.feed.Ready(ctx) }
 
 // Request is what classification looks at.
 type Request struct {
@@ -259,7 +254,7 @@ func LongRunning(i *requestinfo.Info) bool {
 	case "log", "exec", "attach", "portforward", "proxy":
 		return true
 	}
-	return strings.HasPrefix(i.Path, "/debug/pprof/")
+	return false
 }
 
 // Gatherer gathers upstream's API Priority and Fairness metrics

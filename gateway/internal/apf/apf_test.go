@@ -49,9 +49,8 @@ func (a *appliedStatus) dangling(name string) string {
 
 type noSource struct{}
 
-func (noSource) Start()                      {}
-func (noSource) Close() error                { return nil }
-func (noSource) Ready(context.Context) error { return nil }
+func (noSource) Start()       {}
+func (noSource) Close() error { return nil }
 
 // bootstrapObjects are kube-apiserver's mandatory and suggested
 // configuration, with UIDs as stored objects have.

@@ -139,10 +139,10 @@ type Request struct {
 	Resource string
 }
 
-// System reports whether r is cluster machinery's, exempt from the
+// system reports whether r is cluster machinery's, exempt from the
 // per-user limits: system:masters, system:nodes, the control plane's
 // own users (system:kube-*) and leader election.
-func System(r *Request) bool {
+func system(r *Request) bool {
 	for _, g := range r.Groups {
 		if g == "system:masters" || g == "system:nodes" {
 			return true
@@ -154,8 +154,8 @@ func System(r *Request) bool {
 	return r.APIGroup == "coordination.k8s.io" && r.Resource == "leases"
 }
 
-// Mutating reports whether verb writes.
-func Mutating(verb string) bool {
+// mutating reports whether verb writes.
+func mutating(verb string) bool {
 	switch verb {
 	case "create", "update", "patch", "delete", "deletecollection":
 		return true
@@ -167,7 +167,7 @@ func Mutating(verb string) bool {
 // function is called (apiserver_current_inflight_requests).
 func (l *Limiter) Executing(verb string) func() {
 	g := l.inflightKind.WithLabelValues("readOnly")
-	if Mutating(verb) {
+	if mutating(verb) {
 		g = l.inflightKind.WithLabelValues("mutating")
 	}
 	g.Inc()
@@ -192,7 +192,7 @@ type Ticket struct {
 // LIST may wait here for its user's byte budget.
 func (l *Limiter) Admit(r *Request) (*Ticket, error) {
 	t := &Ticket{l: l, user: r.User}
-	if !System(r) {
+	if !system(r) {
 		if err := l.admitUser(r, t); err != nil {
 			return nil, err
 		}

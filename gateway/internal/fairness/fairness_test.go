@@ -46,7 +46,7 @@ func TestSystemExempt(t *testing.T) {
 			}
 		}
 	}
-	if System(&Request{User: "alice", Verb: "get", Resource: "pods"}) {
+	if system(&Request{User: "alice", Verb: "get", Resource: "pods"}) {
 		t.Fatal("alice is no system user")
 	}
 }

@@ -117,9 +117,17 @@ func (g *Guard) Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.In
 		return err
 	}
 	rg.ticket = t
-	if g.flow == nil || apf.LongRunning(info) {
-		rg.wait.stop()
+	longRunning := apf.LongRunning(info)
+	run := func() error {
+		// Long-running requests are not counted in flight, as upstream.
+		if !longRunning && info.Verb != "watch" {
+			defer g.limiter.Executing(info.Verb)()
+		}
 		return next()
+	}
+	if g.flow == nil || longRunning {
+		rg.wait.stop()
+		return run()
 	}
 	var nextErr error
 	d := g.flow.Handle(&rg.wait, apf.Request{Info: info, User: u, Query: string(rc.QueryArgs().QueryString()), Queued: rg.wait.watch}, func() {
@@ -127,10 +135,7 @@ func (g *Guard) Admit(rc *fasthttp.RequestCtx, info *requestinfo.Info, u user.In
 		// Time in a queue is not the server's: kube-apiserver's SLI
 		// latency leaves it out.
 		latency.From(rc).Since(queued)
-		if info.Verb != "watch" {
-			defer g.limiter.Executing(info.Verb)()
-		}
-		nextErr = next()
+		nextErr = run()
 	})
 	rg.wait.stop()
 	rg.class = &d
