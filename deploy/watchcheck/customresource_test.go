@@ -364,6 +364,13 @@ func startCRWatcher(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns
 				if !ok {
 					return
 				}
+				if ctx.Err() != nil {
+					// Stopped by the test: client-go reports the
+					// cancelled body read as an ERROR event ("unable
+					// to decode an event from the watch stream:
+					// context canceled"), which is not the server's.
+					return
+				}
 				w.mu.Lock()
 				w.events = append(w.events, crEvent(ev))
 				w.mu.Unlock()
