@@ -182,8 +182,9 @@ func (s *fakeStream) Next(ctx context.Context) (watchhub.Delivery, error) {
 	<-ctx.Done()
 	return watchhub.Delivery{}, ctx.Err()
 }
-func (s *fakeStream) Last() int64 { return 0 }
-func (s *fakeStream) Close()      {}
+func (s *fakeStream) Ready() (watchhub.Delivery, bool) { return watchhub.Delivery{}, false }
+func (s *fakeStream) Last() int64                      { return 0 }
+func (s *fakeStream) Close()                           {}
 
 // TestFeedRelistsOn410: a watch that falls out of the window (410) makes
 // the feed list again and replace what it holds; another watch error

@@ -412,7 +412,7 @@ func (a *fakeAdmission) got() []string {
 
 // env is a Handler over fakes.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	reg   *registry.Registry
 	h     *Handler
 	w     *world
@@ -431,7 +431,7 @@ var upstream struct {
 	err  error
 }
 
-func semantics(t *testing.T) *builtin.Semantics {
+func semantics(t testing.TB) *builtin.Semantics {
 	t.Helper()
 	upstream.once.Do(func() { upstream.sem, upstream.err = builtin.New(registry.Builtin()) })
 	if upstream.err != nil {
@@ -440,7 +440,7 @@ func semantics(t *testing.T) *builtin.Semantics {
 	return upstream.sem
 }
 
-func newEnv(t *testing.T, configure ...func(*Config)) *env {
+func newEnv(t testing.TB, configure ...func(*Config)) *env {
 	t.Helper()
 	reg, err := registry.NewBuiltin()
 	if err != nil {
@@ -595,7 +595,7 @@ func pod(ns, name string, labels map[string]string) *corev1.Pod {
 	}
 }
 
-func mustJSON(t *testing.T, v any) []byte {
+func mustJSON(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -639,6 +639,7 @@ type fakeStream struct {
 	since  int64
 	filter watchhub.Filter
 	in     chan any
+	held   error // taken by Ready, returned by the next Next
 
 	mu        sync.Mutex
 	last      int64
@@ -647,6 +648,10 @@ type fakeStream struct {
 }
 
 func (s *fakeStream) Next(ctx context.Context) (watchhub.Delivery, error) {
+	if err := s.held; err != nil {
+		s.held = nil
+		return watchhub.Delivery{}, err
+	}
 	select {
 	case v := <-s.in:
 		if err, ok := v.(error); ok {
@@ -659,6 +664,28 @@ func (s *fakeStream) Next(ctx context.Context) (watchhub.Delivery, error) {
 		return d, nil
 	case <-ctx.Done():
 		return watchhub.Delivery{}, ctx.Err()
+	}
+}
+
+// Ready takes a delivery the test has sent already; an error is held
+// for Next, as the hub's streams do.
+func (s *fakeStream) Ready() (watchhub.Delivery, bool) {
+	if s.held != nil {
+		return watchhub.Delivery{}, false
+	}
+	select {
+	case v := <-s.in:
+		if err, ok := v.(error); ok {
+			s.held = err
+			return watchhub.Delivery{}, false
+		}
+		d := v.(watchhub.Delivery)
+		s.mu.Lock()
+		s.last = d.Rev
+		s.mu.Unlock()
+		return d, true
+	default:
+		return watchhub.Delivery{}, false
 	}
 }
 

@@ -273,15 +273,19 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 	}
 	deadline := time.Now().Add(p.timeout)
 	nextBookmark := time.Now().Add(h.cfg.BookmarkInterval)
+	// Waits end at the next bookmark or at the watch's end: one context
+	// serves every wait until then, not one per event.
+	wait := &waitUntil{parent: ctx}
+	defer wait.reset()
+	var frames [][]byte
 	for {
 		wake := nextBookmark
 		if deadline.Before(wake) {
 			wake = deadline
 		}
-		nctx, ncancel := context.WithDeadline(ctx, wake)
-		d, err := w.Next(nctx)
-		ncancel()
+		d, err := w.Next(wait.until(wake))
 		if err != nil {
+			wait.reset()
 			h.cfg.Logger.Debug("watch wakes", "resource", p.resource, "err", err, "last", w.Last())
 			switch {
 			case h.base.Err() != nil:
@@ -320,28 +324,68 @@ func (h *Handler) streamWatch(conn net.Conn, p *watchPlan) {
 			h.sendError(s, enc, err)
 			return
 		}
-		var frame []byte
-		if p.selectServed {
-			frame, err = enc.selected(d, p.opts.labels, p.opts.fields)
-		} else {
-			frame, err = enc.delivery(d)
+		// What piled up while the last write went out goes in this one:
+		// one chunk, one flush.
+		frames = frames[:0]
+		size := 0
+		for {
+			frame, err := enc.frame(d, p)
+			if err != nil {
+				h.cfg.Logger.Error("cannot encode watch event", "resource", p.resource, "err", err)
+				if s.WriteFrames(frames...) == nil {
+					h.sendError(s, enc, err)
+				}
+				return
+			}
+			if frame != nil { // nil: not selected once converted
+				// Counted before the write, as kube-apiserver does, so
+				// that a client that has read the event also sees it
+				// counted.
+				enc.sent.sent(len(frame))
+				frames = append(frames, frame)
+				size += len(frame)
+			}
+			var ok bool
+			if size >= maxWatchWrite {
+				break
+			}
+			if d, ok = w.Ready(); !ok {
+				break
+			}
 		}
+		err = s.WriteFrames(frames...)
+		clear(frames) // hold no event while waiting for the next
 		if err != nil {
-			h.cfg.Logger.Error("cannot encode watch event", "resource", p.resource, "err", err)
-			h.sendError(s, enc, err)
-			return
-		}
-		if frame == nil {
-			continue // not selected once converted
-		}
-		// Counted before the write, as kube-apiserver does, so that a client
-		// that has read the event also sees it counted.
-		enc.sent.sent(len(frame))
-		if err := s.Write(frame); err != nil {
 			return
 		}
 	}
 }
+
+// waitUntil is the context a watch waits in until a wake time: made
+// once, and again only after it ended (reset).
+type waitUntil struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// until returns the context; wake applies when it is made.
+func (w *waitUntil) until(wake time.Time) context.Context {
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithDeadline(w.parent, wake)
+	}
+	return w.ctx
+}
+
+func (w *waitUntil) reset() {
+	if w.cancel != nil {
+		w.cancel()
+		w.ctx, w.cancel = nil, nil
+	}
+}
+
+// maxWatchWrite bounds the frames one write to a watch client gathers.
+const maxWatchWrite = 256 << 10
 
 // sendInitial streams the state at the plan's read as ADDED events, page by
 // page at one revision, and returns that revision.

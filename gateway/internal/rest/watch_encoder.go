@@ -36,6 +36,15 @@ func (e *watchEncoder) memoizable() bool {
 	return e.r.media.As == negotiate.AsObject && e.r.res.StorageKind.Kind == ""
 }
 
+// frame is d's frame for the watch p; nil when the watch does not see
+// it once converted (selectServed).
+func (e *watchEncoder) frame(d watchhub.Delivery, p *watchPlan) ([]byte, error) {
+	if p.selectServed {
+		return e.selected(d, p.opts.labels, p.opts.fields)
+	}
+	return e.delivery(d)
+}
+
 func (e *watchEncoder) delivery(d watchhub.Delivery) ([]byte, error) {
 	t := eventType(d.Type)
 	if d.UsePrev {

@@ -30,6 +30,13 @@ import (
 func (e *env) server() *fasthttputil.InmemoryListener {
 	e.t.Helper()
 	ln := fasthttputil.NewInmemoryListener()
+	e.serve(ln)
+	return ln
+}
+
+// serve serves e's handler on ln until the test ends.
+func (e *env) serve(ln net.Listener) {
+	e.t.Helper()
 	srv := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) {
 		var info requestinfo.Info
 		if err := requestinfo.ParseBytes(&info, rc.Method(), rc.Path(), rc.QueryArgs()); err != nil {
@@ -54,12 +61,11 @@ func (e *env) server() *fasthttputil.InmemoryListener {
 		ln.Close()
 		<-done
 	})
-	return ln
 }
 
 // watchClient is one watch request's response, read frame by frame.
 type watchClient struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.Conn
 	resp *http.Response
 	dec  *json.Decoder

@@ -22,6 +22,7 @@ type Stream struct {
 	conn         net.Conn
 	bw           *bufio.Writer
 	writeTimeout time.Duration
+	deadlineSet  time.Time // when the write deadline was last moved
 	gone         chan struct{}
 	goneOnce     sync.Once
 	readerDone   chan struct{}
@@ -53,6 +54,7 @@ func Start(conn net.Conn, writeTimeout time.Duration, headers ...Header) (*Strea
 	s.bw.WriteString("Transfer-Encoding: chunked\r\nConnection: close\r\nCache-Control: no-cache, private\r\nDate: ")
 	s.bw.WriteString(time.Now().UTC().Format(http1Date))
 	s.bw.WriteString("\r\n\r\n")
+	s.setDeadline()
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
@@ -118,14 +120,24 @@ func (s *Stream) WriteFrames(frames ...[]byte) error {
 	return nil
 }
 
+// setDeadline bounds the writes that follow by the write timeout. The
+// deadline is moved at most every writeTimeout/16: a busy watch does not
+// pay for it on every event, and a write still fails within the timeout
+// (less at most a sixteenth of it).
 func (s *Stream) setDeadline() {
-	if s.writeTimeout > 0 {
-		_ = s.conn.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	if s.writeTimeout <= 0 {
+		return
 	}
+	now := time.Now()
+	if now.Sub(s.deadlineSet) < s.writeTimeout/16 {
+		return
+	}
+	s.deadlineSet = now
+	_ = s.conn.SetWriteDeadline(now.Add(s.writeTimeout))
 }
 
+// flush writes what is buffered; the caller set the deadline.
 func (s *Stream) flush() error {
-	s.setDeadline()
 	if err := s.bw.Flush(); err != nil {
 		s.markGone()
 		return fmt.Errorf("cannot write to watch client: %w", err)
@@ -145,6 +157,7 @@ func (s *Stream) Close() error {
 	case <-s.gone:
 	default:
 		s.bw.WriteString("0\r\n\r\n")
+		s.setDeadline()
 		err = s.flush()
 	}
 	// fasthttp closes a hijacked connection only after the handler

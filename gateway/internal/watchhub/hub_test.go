@@ -187,13 +187,15 @@ func TestHubDeliversEveryEventOnceInOrder(t *testing.T) {
 				since  int64
 				filter Filter
 				slow   bool
+				batch  bool // take what is Ready after each Next, as a stream writer does
 			}
 			specs := []spec{
 				{since: start},
-				{since: start, filter: Filter{Namespace: "a"}},
-				{since: start, filter: Filter{Labels: red}, slow: true},
+				{since: start, filter: Filter{Namespace: "a"}, batch: true},
+				{since: start, filter: Filter{Labels: red}, slow: true, batch: true},
 				{since: all[len(all)/3].Revision, filter: Filter{Namespace: "b", Labels: red}},
 				{since: all[len(all)/2].Revision - 1, slow: true},
+				{since: all[len(all)/2].Revision - 1, slow: true, batch: true},
 			}
 			// Publish half the history before the late watchers start, so
 			// they join behind the feed and catch up from the window.
@@ -236,6 +238,13 @@ func TestHubDeliversEveryEventOnceInOrder(t *testing.T) {
 							return
 						}
 						results[i] = append(results[i], fmt.Sprintf("%s %d.%d %s", d.Type, d.Event.Revision, d.Event.Index, d.Event.Key))
+						for specs[i].batch {
+							d, ok := w.Ready()
+							if !ok {
+								break
+							}
+							results[i] = append(results[i], fmt.Sprintf("%s %d.%d %s", d.Type, d.Event.Revision, d.Event.Index, d.Event.Key))
+						}
 						if specs[i].slow && len(results[i])%10 == 0 {
 							// A slow consumer, slow in real time: the feed
 							// publishes meanwhile, overflowing its queue.

@@ -22,6 +22,9 @@ const (
 // watch of several.
 type Stream interface {
 	Next(ctx context.Context) (Delivery, error)
+	// Ready returns a delivery Next would return without waiting, if
+	// there is one: what piled up while the last was written.
+	Ready() (Delivery, bool)
 	Last() int64
 	Close()
 }
@@ -62,6 +65,7 @@ type Merged struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	timer  *time.Timer // the next kick of the ranges an event waits on; consumer-owned
+	failed *input      // an error Ready took from a pump, for Next; consumer-owned
 }
 
 // sub is one range of a merge.
@@ -149,6 +153,9 @@ func (m *Merged) Next(ctx context.Context) (Delivery, error) {
 		if ok {
 			return d, nil
 		}
+		if m.failed != nil {
+			return Delivery{}, m.failed.err
+		}
 		if blocked {
 			m.askBlockers()
 			if kickAt == nil {
@@ -166,6 +173,33 @@ func (m *Merged) Next(ctx context.Context) (Delivery, error) {
 			backoff = min(2*backoff, mergeKickMax)
 		case <-ctx.Done():
 			return Delivery{}, ctx.Err()
+		}
+	}
+}
+
+// Ready releases an event that is at hand: it takes what the pumps have
+// sent without waiting and releases the earliest event if no range can
+// still deliver an earlier one. An input that ends the merge (an error)
+// is kept for Next.
+func (m *Merged) Ready() (Delivery, bool) {
+	for {
+		if m.failed == nil {
+			if d, ok, _ := m.release(); ok {
+				return d, true
+			}
+		}
+		if m.failed != nil {
+			return Delivery{}, false
+		}
+		select {
+		case in := <-m.in:
+			if in.err != nil {
+				m.failed = &in
+				return Delivery{}, false
+			}
+			_ = m.receive(in)
+		default:
+			return Delivery{}, false
 		}
 	}
 }
@@ -230,6 +264,9 @@ func (m *Merged) kickBlockers() {
 // a bookmark (Last): it asks every range and waits for their answers
 // until ctx ends. Events received meanwhile are queued for Next.
 func (m *Merged) Progress(ctx context.Context) error {
+	if m.failed != nil {
+		return m.failed.err
+	}
 	for _, s := range m.subs {
 		s.kick()
 	}

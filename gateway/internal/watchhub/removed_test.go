@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/kgate/kgate/storage/ranges"
 	"github.com/kgate/kgate/storage/registry"
@@ -50,6 +51,12 @@ func TestHubEndsRemovedRange(t *testing.T) {
 	if hub.Feeds() != 2 || nc.NumSubscriptions() != subsBefore+4 {
 		t.Fatalf("%d feeds, %d subscriptions: want 2 and %d", hub.Feeds(), nc.NumSubscriptions(), subsBefore+4)
 	}
+	ms, err := hub.WatchRanges([]string{"configmaps", "secrets"}, 0, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	merged := ms.(*Merged)
 	if _, err := hub.Watch("unknown", 0, Filter{}); !errors.Is(err, ErrRangeRemoved) {
 		t.Errorf("Watch of a range not in the table: %v, want ErrRangeRemoved", err)
 	}
@@ -59,6 +66,21 @@ func TestHubEndsRemovedRange(t *testing.T) {
 	}
 	if _, err := wcm.Next(context.Background()); !errors.Is(err, ErrRangeRemoved) {
 		t.Fatalf("watcher of the removed range: %v, want ErrRangeRemoved", err)
+	}
+	// A merge over it ends too: Ready, which never waits, takes the
+	// error from the removed range's pump and keeps it for Next.
+	deadline := time.Now().Add(10 * time.Second)
+	for merged.failed == nil && time.Now().Before(deadline) {
+		if d, ok := merged.Ready(); ok {
+			t.Fatalf("merge of an empty and a removed range released %+v", d)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := merged.Next(context.Background()); !errors.Is(err, ErrRangeRemoved) {
+		t.Fatalf("merge over the removed range: %v, want ErrRangeRemoved", err)
+	}
+	if err := merged.Progress(context.Background()); !errors.Is(err, ErrRangeRemoved) {
+		t.Errorf("Progress of the ended merge: %v, want ErrRangeRemoved", err)
 	}
 	if hub.Feeds() != 1 || nc.NumSubscriptions() != subsBefore+2 {
 		t.Errorf("%d feeds, %d subscriptions after removal: want 1 and %d", hub.Feeds(), nc.NumSubscriptions(), subsBefore+2)

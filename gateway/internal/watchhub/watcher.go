@@ -124,17 +124,8 @@ func (w *Watcher) Last() int64 {
 // without a delivery.
 func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 	for {
-		for len(w.pending) > 0 {
-			d := w.pending[0]
-			w.pending[0] = Delivery{}
-			w.pending = w.pending[1:]
-			if !w.last.less(d.at) {
-				continue
-			}
-			w.last = d.at
-			if d.Type != Bookmark || w.reportProgress {
-				return d, nil
-			}
+		if d, ok := w.fromPending(); ok {
+			return d, nil
 		}
 		if w.needCatchup {
 			if err := w.failed(); err != nil {
@@ -147,11 +138,7 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 		}
 		select {
 		case d := <-w.queue:
-			if !w.last.less(d.at) {
-				continue
-			}
-			w.last = d.at
-			if d.Type != Bookmark || w.reportProgress {
+			if w.take(d) {
 				return d, nil
 			}
 		case <-w.signal:
@@ -174,6 +161,52 @@ func (w *Watcher) Next(ctx context.Context) (Delivery, error) {
 			return Delivery{}, ctx.Err()
 		}
 	}
+}
+
+// Ready returns a delivery that is at hand without waiting: one queued
+// or caught up already. ok is false when Next would have to wait (or
+// catch up, or learn of a failure); Next then takes over. A stream
+// writer uses it to send what piled up in one write.
+func (w *Watcher) Ready() (d Delivery, ok bool) {
+	if d, ok := w.fromPending(); ok {
+		return d, true
+	}
+	if w.needCatchup {
+		return Delivery{}, false
+	}
+	for {
+		select {
+		case d := <-w.queue:
+			if w.take(d) {
+				return d, true
+			}
+		default:
+			return Delivery{}, false
+		}
+	}
+}
+
+// fromPending pops the next delivery of a catch-up.
+func (w *Watcher) fromPending() (Delivery, bool) {
+	for len(w.pending) > 0 {
+		d := w.pending[0]
+		w.pending[0] = Delivery{}
+		w.pending = w.pending[1:]
+		if w.take(d) {
+			return d, true
+		}
+	}
+	return Delivery{}, false
+}
+
+// take moves the watcher to d and reports whether d is handed out:
+// repeats are dropped, and progress marks are only reported to a merge.
+func (w *Watcher) take(d Delivery) bool {
+	if !w.last.less(d.at) {
+		return false
+	}
+	w.last = d.at
+	return d.Type != Bookmark || w.reportProgress
 }
 
 // catchUp reads the window after w.last into pending.
