@@ -23,6 +23,7 @@ type Stream struct {
 	bw           *bufio.Writer
 	writeTimeout time.Duration
 	deadlineSet  time.Time // when the write deadline was last moved
+	hex          [16]byte  // a chunk's size line: a local array would escape to bufio's writer
 	gone         chan struct{}
 	goneOnce     sync.Once
 	readerDone   chan struct{}
@@ -107,8 +108,7 @@ func (s *Stream) WriteFrames(frames ...[]byte) error {
 	// bufio flushes on its own when a frame exceeds its buffer: the
 	// deadline must be in place before the first byte.
 	s.setDeadline()
-	var hex [16]byte
-	s.bw.Write(strconv.AppendInt(hex[:0], int64(n), 16))
+	s.bw.Write(strconv.AppendInt(s.hex[:0], int64(n), 16))
 	s.bw.WriteString("\r\n")
 	for _, f := range frames {
 		s.bw.Write(f)
