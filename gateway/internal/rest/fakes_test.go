@@ -657,11 +657,7 @@ func (s *fakeStream) Next(ctx context.Context) (watchhub.Delivery, error) {
 		if err, ok := v.(error); ok {
 			return watchhub.Delivery{}, err
 		}
-		d := v.(watchhub.Delivery)
-		s.mu.Lock()
-		s.last = d.Rev
-		s.mu.Unlock()
-		return d, nil
+		return s.take(v.(watchhub.Delivery)), nil
 	case <-ctx.Done():
 		return watchhub.Delivery{}, ctx.Err()
 	}
@@ -679,14 +675,18 @@ func (s *fakeStream) Ready() (watchhub.Delivery, bool) {
 			s.held = err
 			return watchhub.Delivery{}, false
 		}
-		d := v.(watchhub.Delivery)
-		s.mu.Lock()
-		s.last = d.Rev
-		s.mu.Unlock()
-		return d, true
+		return s.take(v.(watchhub.Delivery)), true
 	default:
 		return watchhub.Delivery{}, false
 	}
+}
+
+// take records d as the stream's last delivery.
+func (s *fakeStream) take(d watchhub.Delivery) watchhub.Delivery {
+	s.mu.Lock()
+	s.last = d.Rev
+	s.mu.Unlock()
+	return d
 }
 
 func (s *fakeStream) Last() int64 {

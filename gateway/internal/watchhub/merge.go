@@ -182,14 +182,9 @@ func (m *Merged) Next(ctx context.Context) (Delivery, error) {
 // still deliver an earlier one. An input that ends the merge (an error)
 // is kept for Next.
 func (m *Merged) Ready() (Delivery, bool) {
-	for {
-		if m.failed == nil {
-			if d, ok, _ := m.release(); ok {
-				return d, true
-			}
-		}
-		if m.failed != nil {
-			return Delivery{}, false
+	for m.failed == nil {
+		if d, ok, _ := m.release(); ok {
+			return d, true
 		}
 		select {
 		case in := <-m.in:
@@ -202,6 +197,7 @@ func (m *Merged) Ready() (Delivery, bool) {
 			return Delivery{}, false
 		}
 	}
+	return Delivery{}, false
 }
 
 // receive takes one input from a pump.
