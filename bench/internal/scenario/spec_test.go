@@ -45,6 +45,16 @@ func TestParse(t *testing.T) {
 	if w[0].Params()["watchers"] != "3" || w[0].Params()["events"] != "20/s" {
 		t.Fatalf("watch params %v", w[0].Params())
 	}
+	for spec, clients := range map[string]string{
+		"watch,watchers=3":           "1",
+		"watch,watchers=3,clients=2": "2",
+		"watch,watchers=3,clients=0": "3",
+		"watch,watchers=3,clients=9": "3",
+	} {
+		if got := f(spec, "watch-fanout")[0].Params()["clients"]; got != clients {
+			t.Errorf("%s: clients=%s, want %s", spec, got, clients)
+		}
+	}
 	f("mixed,informers=4", "mixed")
 	f("etcd", "etcd/txn-create", "etcd/txn-update", "etcd/get", "etcd/range-ns")
 	f("etcd,ops=all", "etcd/txn-create", "etcd/txn-update", "etcd/get", "etcd/range-ns", "etcd/range-all")

@@ -18,6 +18,7 @@ import (
 	"github.com/kgate/kgate/bench/internal/load"
 	"github.com/kgate/kgate/bench/internal/objects"
 	"github.com/kgate/kgate/bench/internal/seed"
+	"github.com/kgate/kgate/bench/internal/target"
 )
 
 // SentAnnotation carries a write's send time (Unix nanoseconds) to the
@@ -29,6 +30,7 @@ const SentAnnotation = "bench.kgate.io/sent-unix-nano"
 type watchFanout struct {
 	Common       // Concurrency writers, Rate = events (writes) per second
 	watchers int // W
+	clients  int // connections the watchers are spread over (0: one each)
 	objects  int // ConfigMaps written round-robin
 	size     int // their data size
 	drain    time.Duration
@@ -40,6 +42,7 @@ func newWatch(c Common, a *args, d Defaults) []Scenario {
 	w := &watchFanout{
 		Common:   c,
 		watchers: a.int("watchers", d.Watchers),
+		clients:  a.int("clients", 1),
 		objects:  a.int("objects", 32),
 		size:     a.int("size", d.ConfigMapBytes),
 		drain:    a.duration("drain", 5*time.Second),
@@ -54,11 +57,32 @@ func newWatch(c Common, a *args, d Defaults) []Scenario {
 func (w *watchFanout) Name() string { return "watch-fanout" }
 func (w *watchFanout) Kind() string { return "watch" }
 func (w *watchFanout) Description() string {
-	return fmt.Sprintf("%d watchers on one namespace, %s ConfigMap updates/s (%d writers); ops = events delivered, latency = write sent → event received", w.watchers, ftoa(w.Rate), w.Concurrency)
+	return fmt.Sprintf("%d watchers on one namespace from %s, %s ConfigMap updates/s (%d writers); ops = events delivered, latency = write sent → event received", w.watchers, w.from(), ftoa(w.Rate), w.Concurrency)
+}
+
+// from says how the watchers share clients.
+func (w *watchFanout) from() string {
+	switch n := w.spread(); n {
+	case 1:
+		return "one client"
+	case w.watchers:
+		return "a client each"
+	default:
+		return itoa(n) + " clients"
+	}
+}
+
+// spread is the number of clients, each on connections of its own.
+func (w *watchFanout) spread() int {
+	if w.clients <= 0 || w.clients > w.watchers {
+		return w.watchers
+	}
+	return w.clients
 }
 func (w *watchFanout) Params() map[string]string {
 	p := w.params()
 	p["watchers"] = itoa(w.watchers)
+	p["clients"] = itoa(w.spread())
 	p["events"] = ftoa(w.Rate) + "/s"
 	p["objects"] = itoa(w.objects)
 	p["size"] = itoa(w.size)
@@ -98,6 +122,20 @@ func (w *watchFanout) Run(ctx context.Context, env *Env) (*Outcome, error) {
 	// Events come in bursts of one per watcher per write: count at least
 	// ten writes per interval so the timeline shows rate, not aliasing.
 	interval := max(load.DefaultInterval(w.Duration), time.Duration(10/w.Rate*float64(time.Second)))
+	// The writers keep the shared client; the watchers get clients (and
+	// connections) of their own when asked to.
+	clients := []kubernetes.Interface{client}
+	if n := w.spread(); n > 1 {
+		clients = make([]kubernetes.Interface, n)
+		for i := range clients {
+			cs, closeIdle, err := env.Target.Separate(target.Protobuf)
+			if err != nil {
+				return nil, err
+			}
+			defer closeIdle()
+			clients[i] = cs
+		}
+	}
 	start := time.Now()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -105,7 +143,7 @@ func (w *watchFanout) Run(ctx context.Context, env *Env) (*Outcome, error) {
 	var wg sync.WaitGroup
 	ready := make(chan error, w.watchers)
 	for i := range ws {
-		ws[i] = &watcher{client: client, ns: ns, rv: l.ResourceVersion, start: start, res: load.NewResult(w.Duration, interval)}
+		ws[i] = &watcher{client: clients[i%len(clients)], ns: ns, rv: l.ResourceVersion, start: start, res: load.NewResult(w.Duration, interval)}
 		wg.Go(func() { ws[i].run(wctx, ready) })
 	}
 	for range ws {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -103,6 +104,30 @@ func Clientset(rc *rest.Config, contentType string) (*kubernetes.Clientset, erro
 		return nil, fmt.Errorf("cannot build %s client: %w", contentType, err)
 	}
 	return cs, nil
+}
+
+// Separate is a typed client speaking contentType over connections of its
+// own: kube-apiserver multiplexes a clientset's requests over one HTTP/2
+// connection, so distinct clients (kubelets, controllers on other hosts)
+// are modelled by one Separate each. close drops its idle connections.
+func (t *Target) Separate(contentType string) (cs *kubernetes.Clientset, close func(), err error) {
+	rc := rest.CopyConfig(t.Config)
+	close = func() {}
+	if tr, ok := rc.Transport.(*http.Transport); ok {
+		own := tr.Clone()
+		rc.Transport = own
+		close = own.CloseIdleConnections
+	} else {
+		// client-go shares a transport between configs with the same TLS
+		// settings unless they carry a dialer of their own.
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+		rc.Dial = d.DialContext
+	}
+	cs, err = Clientset(rc, contentType)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, close, nil
 }
 
 // widenTransport replaces client-go's transport (25 idle connections per

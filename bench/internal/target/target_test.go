@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -95,5 +96,54 @@ func TestHeapMissingAndMetricsURL(t *testing.T) {
 	}
 	if heap, ok, err := tg.Heap(ctx); err != nil || !ok || heap != 123 {
 		t.Fatalf("heap from MetricsURL = %v, %v, %v", heap, ok, err)
+	}
+}
+
+// Requests of one clientset share a connection; each Separate client has
+// its own.
+func TestSeparateConnections(t *testing.T) {
+	var mu sync.Mutex
+	peers := map[string]bool{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		peers[r.RemoteAddr] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tg, err := Open(Config{Name: "fake", Kubeconfig: kubeconfig(t, srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(peers)
+	}
+	for range 3 {
+		if v := tg.Version(); v != "v1.37.2" {
+			t.Fatalf("version %q", v)
+		}
+	}
+	if n := seen(); n != 1 {
+		t.Fatalf("one clientset used %d connections", n)
+	}
+	for i := range 3 {
+		cs, closeIdle, err := tg.Separate(JSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeIdle()
+		for range 2 {
+			if _, err := cs.Discovery().ServerVersion(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := seen(); n != 2+i {
+			t.Fatalf("after %d separate clients: %d connections", i+1, n)
+		}
 	}
 }
