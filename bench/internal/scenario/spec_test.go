@@ -41,7 +41,7 @@ func TestParse(t *testing.T) {
 	f("list,variants=cluster/rv0/all/json,decode=false", "list/cluster/rv0/all/json/raw")
 	f("write", "write/create", "write/update", "write/patch")
 	f("write,ops=patch", "write/patch")
-	w := f("watch,watchers=3,events=20", "watch-fanout")
+	w := f("watch,watchers=3,events=20", "watch-fanout/3w/1c")
 	if w[0].Params()["watchers"] != "3" || w[0].Params()["events"] != "20/s" {
 		t.Fatalf("watch params %v", w[0].Params())
 	}
@@ -51,7 +51,7 @@ func TestParse(t *testing.T) {
 		"watch,watchers=3,clients=0": "3",
 		"watch,watchers=3,clients=9": "3",
 	} {
-		if got := f(spec, "watch-fanout")[0].Params()["clients"]; got != clients {
+		if got := f(spec, "watch-fanout/3w/"+clients+"c")[0].Params()["clients"]; got != clients {
 			t.Errorf("%s: clients=%s, want %s", spec, got, clients)
 		}
 	}

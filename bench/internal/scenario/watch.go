@@ -54,7 +54,10 @@ func newWatch(c Common, a *args, d Defaults) []Scenario {
 	return []Scenario{w}
 }
 
-func (w *watchFanout) Name() string { return "watch-fanout" }
+// Name tells watchers and clients apart, so a suite can hold several.
+func (w *watchFanout) Name() string {
+	return fmt.Sprintf("watch-fanout/%dw/%dc", w.watchers, w.spread())
+}
 func (w *watchFanout) Kind() string { return "watch" }
 func (w *watchFanout) Description() string {
 	return fmt.Sprintf("%d watchers on one namespace from %s, %s ConfigMap updates/s (%d writers); ops = events delivered, latency = write sent → event received", w.watchers, w.from(), ftoa(w.Rate), w.Concurrency)
