@@ -73,6 +73,14 @@ func (s *Store) Delete(obj runtime.Object) error {
 	return nil
 }
 
+// Get returns the object namespace/name ("" for cluster-scoped).
+func (s *Store) Get(namespace, name string) (runtime.Object, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.objs[namespace+"/"+name]
+	return o, ok
+}
+
 // Generation changes whenever the store does: callers may cache what
 // they derive from List.
 func (s *Store) Generation() uint64 {

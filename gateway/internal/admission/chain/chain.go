@@ -4,8 +4,9 @@
 // then ValidatingAdmissionPolicy, ValidatingAdmissionWebhook,
 // ResourceQuota — as --enable/--disable-admission-plugins select them,
 // with the feed of what its plugins read on each write (the listers of
-// upstream's plugins included), the live etcd lookups they need fresh,
-// and the periodic quota recount.
+// upstream's plugins included, and namespaces, read live only when the
+// feed cannot answer), the live etcd lookups they need fresh, and the
+// periodic quota recount.
 package chain
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"github.com/kgate/kgate/gateway/internal/apierror"
 	"log/slog"
+	"maps"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -96,6 +98,7 @@ type Admission struct {
 }
 
 var (
+	gvrNamespaces  = corev1.SchemeGroupVersion.WithResource("namespaces")
 	gvrLimitRanges = corev1.SchemeGroupVersion.WithResource("limitranges")
 	gvrQuotas      = corev1.SchemeGroupVersion.WithResource("resourcequotas")
 	gvrMutating    = admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations")
@@ -134,31 +137,47 @@ func New(cfg Config, d Deps) (*Admission, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
+	// Namespaces are fed to the chain's own reader and to upstream's
+	// plugins' informer (PodSecurity's), when they have one.
+	cachedNS := feed.NewStore()
+	sinks := maps.Clone(up.Sinks())
+	if s, ok := sinks[gvrNamespaces]; ok {
+		sinks[gvrNamespaces] = feed.Tee{s, cachedNS}
+	} else {
+		sinks[gvrNamespaces] = cachedNS
+	}
 	f, err := feed.New(feed.Config{
 		Registry: d.Registry, Ranges: d.Ranges, Cache: d.Cache, Hub: d.Hub, Revisions: d.Revisions,
 		Codec: d.Codec, Logger: d.Logger.With("component", "admissionfeed"),
 		Resources: []schema.GroupVersionResource{gvrLimitRanges, gvrQuotas, gvrMutating, gvrValidating, gvrPolicies, gvrBindings, gvrMutPolicies, gvrMutBindings},
-		Sinks:     up.Sinks(),
+		Sinks:     sinks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
+	// Namespaces are read from the feed, live when it has not the one
+	// asked for, as upstream's plugins read their lister.
+	nsRead := namespaceReader{Cached: lifecycle.NewCached(func(name string) (*corev1.Namespace, bool) {
+		o, ok := cachedNS.Get("", name)
+		ns, isNS := o.(*corev1.Namespace)
+		return ns, ok && isNS
+	}, lookup, nil)}
 	wh, err := webhook.New(webhook.Config{
-		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: lookup, Services: lookup,
+		Mutating: f.Store(gvrMutating), Validating: f.Store(gvrValidating), Namespaces: nsRead, Services: lookup,
 		Scheme: d.Registry.Scheme(), Logger: d.Logger.With("component", "webhooks"), Authorizer: celAuthz,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
 	pol, err := policy.New(policy.Config{
-		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: lookup, Scheme: d.Registry.Scheme(),
+		Policies: f.Store(gvrPolicies), Bindings: f.Store(gvrBindings), Namespaces: nsRead, Scheme: d.Registry.Scheme(),
 		Authorizer: celAuthz, Params: lookup,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make admission chain: %w", err)
 	}
 	mut, err := policy.NewMutating(policy.MutatingConfig{
-		Policies: f.Store(gvrMutPolicies), Bindings: f.Store(gvrMutBindings), Namespaces: lookup, Scheme: d.Scheme,
+		Policies: f.Store(gvrMutPolicies), Bindings: f.Store(gvrMutBindings), Namespaces: nsRead, Scheme: d.Scheme,
 		TypeConverter: func(gvk schema.GroupVersionKind) managedfields.TypeConverter {
 			if _, err := d.Scheme.New(gvk); err != nil {
 				return nil // a custom resource: merged by its own shape
@@ -172,7 +191,7 @@ func New(cfg Config, d Deps) (*Admission, error) {
 	}
 	quotas := quota.Plugin{List: f.Store(gvrQuotas), Quotas: lookup, Objects: lookup}
 	own := map[string]any{
-		upstream.NamespaceLifecycle:         lifecycle.Plugin{Namespaces: lookup},
+		upstream.NamespaceLifecycle:         lifecycle.Plugin{Namespaces: nsRead.Cached},
 		upstream.LimitRanger:                limitranger.Plugin{LimitRanges: f.Store(gvrLimitRanges)},
 		upstream.MutatingAdmissionPolicy:    mut,
 		upstream.MutatingAdmissionWebhook:   wh.Mutating(),

@@ -53,9 +53,13 @@ func (l liveLookup) Namespace(ctx context.Context, name string) (*corev1.Namespa
 	return ns, nil
 }
 
+// namespaceReader answers what webhooks and policies read of namespaces
+// through lifecycle.Cached (the feed, then etcd).
+type namespaceReader struct{ *lifecycle.Cached }
+
 // NamespaceLabels implements adm.NamespaceLabels.
-func (l liveLookup) NamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
-	ns, err := l.Namespace(ctx, name)
+func (n namespaceReader) NamespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	ns, err := n.Namespace(ctx, name)
 	if errors.Is(err, lifecycle.ErrNotFound) {
 		return nil, nil
 	}
@@ -66,8 +70,8 @@ func (l liveLookup) NamespaceLabels(ctx context.Context, name string) (map[strin
 }
 
 // NamespaceObject implements policy.Namespaces.
-func (l liveLookup) NamespaceObject(ctx context.Context, name string) (runtime.Object, error) {
-	return l.Namespace(ctx, name)
+func (n namespaceReader) NamespaceObject(ctx context.Context, name string) (runtime.Object, error) {
+	return n.Namespace(ctx, name)
 }
 
 // ClusterIP implements webhook.Services.

@@ -20,9 +20,9 @@ import (
 // exist (the gateway maps storage's).
 var ErrNotFound = errors.New("lifecycle: namespace not found")
 
-// Namespaces reads namespaces live from etcd: a namespace created a
-// moment ago through another gateway must be seen (upstream looks up
-// live when its informer misses).
+// Namespaces reads namespaces: a namespace created a moment ago through
+// another gateway must be seen (upstream looks up live when its informer
+// misses; Cached does).
 type Namespaces interface {
 	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 }
@@ -40,6 +40,9 @@ func (p Plugin) Admit(ctx context.Context, a *admission.Attributes) error {
 	if gr == corev1.Resource("namespaces") {
 		if a.Operation == admission.Delete && immortal[a.Name] {
 			return apierror.Forbidden(gr, a.Name, errors.New("this namespace may not be deleted"))
+		}
+		if o, ok := p.Namespaces.(DeleteObserver); ok && a.Operation == admission.Delete {
+			o.Deleting(a.Name)
 		}
 		return nil
 	}
