@@ -150,8 +150,26 @@ KUBE_APISERVER := $(BIN)/kube-apiserver
 kube-apiserver: ## build bin/kube-apiserver from k8s.io/kubernetes (pinned in bench/kube-apiserver/go.mod), for bench-compare
 	cd bench/kube-apiserver && CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(KUBECTL_LDFLAGS)" -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
 
-bench-compare: build etcd-nats bench-build kube-apiserver ## kgate (production roles: CACHENODES, GATEWAYS, default 1 and 1) and kube-apiserver side by side on one etcd; BENCH_FLAGS; report with ratios in bench/results/
-	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) BENCH_FLAGS="$(BENCH_FLAGS)" bench/compare.sh
+# bench-compare's own suite (issue 15): 10,000 seeded Pods listed cluster-wide
+# (consistent and rv=0, JSON and protobuf, bodies counted, not decoded, so
+# the harness does not starve the servers of the two cores), watch fan-out
+# at 1,000 watchers on one client and on a client each and at 10,000,
+# writes, informers on the split Pods, the etcd baseline, and memory at
+# 100,000 Pods. BENCH_FLAGS on the command line replaces it.
+COMPARE_FLAGS ?= --runs 3 --duration 5s --concurrency 8 --pods 10000 --configmaps 200 \
+	--scenario get \
+	--scenario list,decode=false,variants=cluster/consistent/all/json+cluster/rv0/all/json+cluster/consistent/all/proto+cluster/rv0/all/proto \
+	--scenario list,variants=ns/consistent/all/proto+ns/rv0/all/json \
+	--scenario watch,watchers=1000,events=50 \
+	--scenario watch,watchers=1000,events=50,clients=0 \
+	--scenario watch,watchers=10000,events=10 \
+	--scenario write \
+	--scenario mixed,informers=3,rate=50 \
+	--scenario etcd \
+	--scenario memory,pods=100000
+
+bench-compare: build etcd-nats bench-build kube-apiserver ## kgate (production roles: CACHENODES, GATEWAYS, default 1 and 1) and kube-apiserver side by side on one etcd; COMPARE_FLAGS (or BENCH_FLAGS given); report with ratios in bench/results/
+	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) BENCH_FLAGS="$(if $(filter command line environment,$(origin BENCH_FLAGS)),$(BENCH_FLAGS),$(COMPARE_FLAGS))" bench/compare.sh
 
 memcheck: build etcd-nats bench-build helm ## a cache node under the chart's memory limit and GOMEMLIMIT through the memory scenario (MEMCHECK_PODS, default 100000; MEMCHECK_SET: more chart values); fails past the limit
 	BIN=$(BIN) BENCH_OUT=$(BENCH_OUT) bench/memcheck.sh
