@@ -85,7 +85,7 @@ func TestAgainstKgateDev(t *testing.T) {
 		}
 	}
 	md, _ := os.ReadFile(files.Markdown)
-	for _, want := range []string{"| list/ns/consistent/paged/proto | kgate |", "| watch-fanout | kgate | lost_events | 0 |", "| memory | kgate | json_bytes_per_object |"} {
+	for _, want := range []string{"| list/ns/consistent/paged/proto | kgate |", "| watch-fanout/2w/1c | kgate | lost_events | 0 |", "| memory | kgate | json_bytes_per_object |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("results.md lacks %q", want)
 		}
