@@ -109,14 +109,14 @@ func Clientset(rc *rest.Config, contentType string) (*kubernetes.Clientset, erro
 // Separate is a typed client speaking contentType over connections of its
 // own: kube-apiserver multiplexes a clientset's requests over one HTTP/2
 // connection, so distinct clients (kubelets, controllers on other hosts)
-// are modelled by one Separate each. close drops its idle connections.
-func (t *Target) Separate(contentType string) (cs *kubernetes.Clientset, close func(), err error) {
+// are modelled by one Separate each. closeIdle drops its idle connections.
+func (t *Target) Separate(contentType string) (cs *kubernetes.Clientset, closeIdle func(), err error) {
 	rc := rest.CopyConfig(t.Config)
-	close = func() {}
+	closeIdle = func() {}
 	if tr, ok := rc.Transport.(*http.Transport); ok {
 		own := tr.Clone()
 		rc.Transport = own
-		close = own.CloseIdleConnections
+		closeIdle = own.CloseIdleConnections
 	} else {
 		// client-go shares a transport between configs with the same TLS
 		// settings unless they carry a dialer of their own.
@@ -127,7 +127,7 @@ func (t *Target) Separate(contentType string) (cs *kubernetes.Clientset, close f
 	if err != nil {
 		return nil, nil, err
 	}
-	return cs, close, nil
+	return cs, closeIdle, nil
 }
 
 // widenTransport replaces client-go's transport (25 idle connections per

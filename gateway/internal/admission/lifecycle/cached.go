@@ -2,10 +2,10 @@ package lifecycle
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 )
 
 // ForceLiveLookupTTL is how long a namespace this gateway was asked to
@@ -27,17 +27,15 @@ type DeleteObserver interface {
 type Cached struct {
 	cache func(name string) (*corev1.Namespace, bool)
 	live  Namespaces
-	now   func() time.Time
-
-	mu       sync.Mutex
-	deleting map[string]time.Time // name → read live until
-	order    []deletion           // the same, oldest first
+	// deleting holds the names read live for a while (upstream's
+	// forceLiveLookupCache, of the same size).
+	deleting *utilcache.LRUExpireCache
 }
 
-type deletion struct {
-	name  string
-	until time.Time
-}
+// clockFunc is a clock for utilcache.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // NewCached reads through cache, then live. now is the clock (nil:
 // time.Now).
@@ -45,52 +43,22 @@ func NewCached(cache func(name string) (*corev1.Namespace, bool), live Namespace
 	if now == nil {
 		now = time.Now
 	}
-	return &Cached{cache: cache, live: live, now: now, deleting: map[string]time.Time{}}
+	return &Cached{cache: cache, live: live, deleting: utilcache.NewLRUExpireCacheWithClock(100, clockFunc(now))}
 }
 
 // Namespace implements Namespaces.
 func (c *Cached) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns, ok := c.cache(name)
-	if !ok || (ns.Status.Phase != corev1.NamespaceTerminating && ns.DeletionTimestamp == nil && c.forced(name)) {
+	if !ok {
 		return c.live.Namespace(ctx, name)
+	}
+	if ns.Status.Phase != corev1.NamespaceTerminating && ns.DeletionTimestamp == nil {
+		if _, forced := c.deleting.Get(name); forced {
+			return c.live.Namespace(ctx, name)
+		}
 	}
 	return ns, nil
 }
 
 // Deleting implements DeleteObserver.
-func (c *Cached) Deleting(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.expire()
-	until := c.now().Add(ForceLiveLookupTTL)
-	c.deleting[name] = until
-	c.order = append(c.order, deletion{name, until})
-}
-
-// forced reports whether name is read live.
-func (c *Cached) forced(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.deleting) == 0 {
-		return false
-	}
-	c.expire()
-	_, ok := c.deleting[name]
-	return ok
-}
-
-// expire forgets deletions past their time; c.mu is held.
-func (c *Cached) expire() {
-	now := c.now()
-	n := 0
-	for _, d := range c.order {
-		if d.until.After(now) {
-			break
-		}
-		if c.deleting[d.name].Equal(d.until) {
-			delete(c.deleting, d.name)
-		}
-		n++
-	}
-	c.order = c.order[n:]
-}
+func (c *Cached) Deleting(name string) { c.deleting.Add(name, true, ForceLiveLookupTTL) }
