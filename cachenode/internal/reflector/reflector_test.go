@@ -475,11 +475,14 @@ func TestConsistencyCheckRepairs(t *testing.T) {
 	waitFor(t, r2, rev)
 	r2.LoseForTest(key)
 	select {
-	case from := <-relisted.restarts:
-		waitFor(t, r2, from)
+	case <-relisted.restarts:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no relist after the consistency checker ran")
 	}
+	// The sink hears of the restart before the relisted store is swapped
+	// in, at a revision the old store has reached already: wait for a
+	// write made after it, which only the relisted reflector can follow.
+	waitFor(t, r2, e.put(pod("a", "r", "web", "Running"), false))
 	snap, err := r2.Snapshot()
 	if err != nil {
 		t.Fatal(err)
