@@ -67,11 +67,17 @@ func newMetrics(reg prometheus.Registerer, n *Node) *metrics {
 				Name: "kgate_cachenode_ranges_primary", Help: "Ranges this node publishes.",
 			}, count(func(s RangeStatus) bool { return s.Primary })),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "kgate_cachenode_window_node_bytes", Help: "Bytes of the events in all windows of the node, bounded by the node's window budget.",
+				Name: "kgate_cachenode_window_node_bytes", Help: "Bytes only the node's windows keep alive (superseded and deleted versions), bounded by the node's window budget.",
 			}, func() float64 { return float64(n.budget.Bytes()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_window_node_limit_bytes", Help: "The node's window budget now: its share of the bytes the node's stores hold, within its minimum and maximum.",
+			}, func() float64 { return float64(n.budget.Limit()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "kgate_cachenode_window_budget_evictions_total", Help: "Events evicted from windows to keep the node within its window budget.",
 			}, func() float64 { return float64(n.budget.Evictions()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "kgate_cachenode_window_budget_evicted_age_seconds", Help: "Age of the last event evicted to keep the node within its window budget: how far back its windows reach.",
+			}, func() float64 { return n.budget.EvictedAge().Seconds() }),
 			m.ownerChanges, m.sync, m.handoff,
 			storageObjects{n},
 		)

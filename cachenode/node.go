@@ -36,14 +36,19 @@ import (
 )
 
 // WindowConfig bounds the event window of each range. Zero fields take
-// the defaults: 100,000 events, 256 MiB, 5 minutes per range, and 1 GiB
-// for all the ranges of the node together (NodeMaxBytes: past it the
-// oldest events of every range go first).
+// the defaults: 100,000 events, 256 MiB, 5 minutes per range; and for all
+// the ranges of the node together a tenth (NodeShare) of the bytes the
+// node's stores hold, at least 64 MiB (NodeMinBytes) and at most 1 GiB
+// (NodeMaxBytes): past it the oldest events of every range go first.
+// Bytes are those only the windows keep alive (superseded and deleted
+// versions). NodeMinBytes = NodeMaxBytes bounds them by that alone.
 type WindowConfig struct {
 	MaxEvents    int
 	MaxBytes     int64
 	MaxAge       time.Duration
 	NodeMaxBytes int64
+	NodeMinBytes int64
+	NodeShare    float64
 }
 
 // Config configures a cache node.
@@ -182,7 +187,15 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Window.NodeMaxBytes == 0 {
 		cfg.Window.NodeMaxBytes = window.DefaultBudgetBytes
 	}
-	budget, err := window.NewBudget(cfg.Window.NodeMaxBytes)
+	if cfg.Window.NodeMinBytes == 0 {
+		cfg.Window.NodeMinBytes = window.DefaultBudgetMinBytes
+	}
+	if cfg.Window.NodeShare == 0 {
+		cfg.Window.NodeShare = window.DefaultBudgetShare
+	}
+	budget, err := window.NewBudget(window.BudgetConfig{
+		Max: cfg.Window.NodeMaxBytes, Min: cfg.Window.NodeMinBytes, Share: cfg.Window.NodeShare,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot make cache node: %w", err)
 	}

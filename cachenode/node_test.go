@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -389,28 +390,14 @@ func TestWindowBudget(t *testing.T) {
 	if _, err := e.Client.List(ctx, "pods", client.ListOptions{Read: client.Read{ResourceVersion: last, Match: "NotOlderThan"}}); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	values := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.Gauge != nil:
-				values[mf.GetName()] += m.Gauge.GetValue()
-			case m.Counter != nil:
-				values[mf.GetName()] += m.Counter.GetValue()
-			}
-		}
-	}
+	values := gather(t, reg)
 	if b := values["kgate_cachenode_window_node_bytes"]; b <= 0 || b > budget {
 		t.Fatalf("windows hold %v bytes, budget %d", b, budget)
 	}
 	if values["kgate_cachenode_window_budget_evictions_total"] == 0 {
 		t.Fatal("no event was evicted for the budget")
 	}
-	_, _, err = e.Client.Events(ctx, "pods", first)
+	_, _, err := e.Client.Events(ctx, "pods", first)
 	if !errors.Is(err, storage.ErrCompacted) {
 		t.Fatalf("events after %d: %v, want compacted", first, err)
 	}
@@ -435,4 +422,70 @@ func storageObjects(t *testing.T, reg *prometheus.Registry, resource string) flo
 	}
 	t.Fatalf("no apiserver_storage_objects{resource=%q}", resource)
 	return 0
+}
+
+// TestWindowBudgetFollowsStores: with a share, the node's windows keep
+// what only they hold (the versions updates superseded) up to that share
+// of what its stores hold: the limit follows the stores, and the oldest
+// events go past it.
+func TestWindowBudgetFollowsStores(t *testing.T) {
+	storagetest.CheckGoroutines(t)
+	const share = 0.25
+	reg := prometheus.NewRegistry()
+	e := cachenodetest.Start(t, func(c *cachenode.Config) {
+		c.Metrics = reg
+		c.Window.NodeShare, c.Window.NodeMinBytes, c.Window.NodeMaxBytes = share, 1, 1<<30
+	})
+	ctx := context.Background()
+	first := put(t, e, pod("ns", "p0", "web-0", 0), false)
+	var last int64
+	for round := range 4 {
+		for i := range 100 {
+			last = put(t, e, pod("ns", fmt.Sprintf("p%d", i), fmt.Sprintf("web-%d", round), i), false)
+		}
+	}
+	if _, err := e.Client.List(ctx, "pods", client.ListOptions{Read: client.Read{ResourceVersion: last, Match: "NotOlderThan"}}); err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]float64
+	// The store gauges are refreshed now and then; the budget's limit at once.
+	storagetest.Eventually(t, 10*time.Second, "the window limit to be a quarter of the stores' bytes", func() error {
+		values = gather(t, reg)
+		store, limit := values["kgate_cachenode_store_bytes"], values["kgate_cachenode_window_node_limit_bytes"]
+		if want := math.Floor(share * store); values["kgate_cachenode_store_objects"] < 100 || limit != want {
+			return fmt.Errorf("limit %v, stores %v bytes (%v objects)", limit, store, values["kgate_cachenode_store_objects"])
+		}
+		return nil
+	})
+	limit := values["kgate_cachenode_window_node_limit_bytes"]
+	if b := values["kgate_cachenode_window_node_bytes"]; b <= 0 || b > limit {
+		t.Fatalf("windows hold %v bytes, limit %v", b, limit)
+	}
+	if values["kgate_cachenode_window_budget_evictions_total"] == 0 {
+		t.Fatal("no event was evicted for the budget")
+	}
+	if _, _, err := e.Client.Events(ctx, "pods", first); !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("events after %d: %v, want compacted", first, err)
+	}
+}
+
+// gather sums each gauge and counter of reg over its labels.
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.Gauge != nil:
+				values[mf.GetName()] += m.Gauge.GetValue()
+			case m.Counter != nil:
+				values[mf.GetName()] += m.Counter.GetValue()
+			}
+		}
+	}
+	return values
 }

@@ -349,3 +349,9 @@ func (r *Reflector) advance(rev int64) {
 		r.waiting = false
 	}
 }
+
+// setBase tells the window's budget what the store holds now.
+func (st *state) setBase() {
+	_, bytes := st.store.Stats()
+	st.win.SetBase(bytes)
+}

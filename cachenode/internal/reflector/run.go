@@ -132,6 +132,7 @@ func (r *Reflector) list(ctx context.Context) (int64, error) {
 	if old := r.state.Swap(st); old != nil {
 		old.win.Release()
 	}
+	st.setBase()
 	r.inconsistent.Store(false)
 	r.heard.Store(time.Now().UnixNano())
 	r.advance(rev)
@@ -318,6 +319,7 @@ func (r *Reflector) apply(st *state, evs []*clientv3.Event) {
 		st.win.Advance(rev)
 		r.advance(rev)
 	}
+	st.setBase()
 	if skipped {
 		// No event told the sink: a progress through rev is owed (and a
 		// later etcd progress notification at rev would not tell it).

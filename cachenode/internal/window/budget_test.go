@@ -2,10 +2,12 @@ package window
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kgate/kgate/storage"
 )
@@ -14,7 +16,7 @@ import (
 const itemSize = 100 + 1 + itemOverhead
 
 func TestBudgetEvictsOldestAcrossWindows(t *testing.T) {
-	b, err := NewBudget(6 * itemSize)
+	b, err := NewBudget(BudgetConfig{Max: 6 * itemSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestBudgetEvictsOldestAcrossWindows(t *testing.T) {
 }
 
 func TestBudgetKeepsNewestEvent(t *testing.T) {
-	b, _ := NewBudget(1)
+	b, _ := NewBudget(BudgetConfig{Max: 1})
 	w1, _ := New(Config{Budget: b}, 0)
 	w2, _ := New(Config{Budget: b}, 0)
 	w1.Append(ev(1, 10), nil)
@@ -78,8 +80,10 @@ func TestBudgetKeepsNewestEvent(t *testing.T) {
 	if n, _ := w2.Stats(); n != 1 {
 		t.Fatalf("w2 holds %d events, want its newest only", n)
 	}
-	if _, err := NewBudget(0); err == nil {
-		t.Fatal("a budget of 0 bytes was accepted")
+	for _, bad := range []BudgetConfig{{}, {Max: 1, Min: -1}, {Max: 1, Share: -0.5}, {Max: 1, Share: math.NaN()}} {
+		if _, err := NewBudget(bad); err == nil {
+			t.Errorf("budget %+v was accepted", bad)
+		}
 	}
 }
 
@@ -88,7 +92,7 @@ func TestBudgetKeepsNewestEvent(t *testing.T) {
 // sum of its windows' bytes and within the bound once appends stop.
 func TestBudgetConcurrent(t *testing.T) {
 	const max = 50 * itemSize
-	b, _ := NewBudget(max)
+	b, _ := NewBudget(BudgetConfig{Max: max})
 	var wg sync.WaitGroup
 	rings := make([]*Ring, 8)
 	for i := range rings {
@@ -120,5 +124,74 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 	if b.Bytes() > max {
 		t.Fatalf("windows hold %d bytes, over the budget of %d", b.Bytes(), max)
+	}
+}
+
+// TestBudgetShare: the windows may hold a share of their stores' bytes,
+// within min and max; a store that shrinks takes history with it, and a
+// released window's store leaves the base.
+func TestBudgetShare(t *testing.T) {
+	b, err := NewBudget(BudgetConfig{Max: 20 * itemSize, Min: 4 * itemSize, Share: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := New(Config{Budget: b}, 0)
+	other, _ := New(Config{Budget: b}, 0)
+	rev := int64(0)
+	fill := func() {
+		for range 30 {
+			rev++
+			w.Append(ev(rev, 100), nil)
+		}
+	}
+	steps := []struct {
+		name       string
+		base, from int64 // w's and other's store bytes
+		release    bool  // release other first
+		want       int64 // the limit, in items
+	}{
+		{name: "empty stores: min", want: 4},
+		{name: "share between min and max", base: 16 * itemSize, want: 8},
+		{name: "two stores add up", base: 16 * itemSize, from: 8 * itemSize, want: 12},
+		{name: "share past max: max", base: 60 * itemSize, from: 8 * itemSize, want: 20},
+		{name: "store shrinks: history goes", base: 12 * itemSize, from: 8 * itemSize, want: 10},
+		{name: "released window leaves the base", base: 12 * itemSize, from: 8 * itemSize, release: true, want: 6},
+	}
+	for _, s := range steps {
+		if s.release {
+			other.Release()
+		} else {
+			other.SetBase(s.from)
+		}
+		w.SetBase(s.base)
+		if got := b.Limit(); got != s.want*itemSize {
+			t.Fatalf("%s: limit %d, want %d", s.name, got, s.want*itemSize)
+		}
+		if n, bytes := w.Stats(); bytes > b.Limit() || n > int(s.want) {
+			t.Fatalf("%s: window holds %d events, %d bytes, over the limit %d", s.name, n, bytes, b.Limit())
+		}
+		fill()
+		if n, _ := w.Stats(); n != int(s.want) {
+			t.Fatalf("%s: filled window holds %d events, want %d", s.name, n, s.want)
+		}
+	}
+}
+
+// TestBudgetEvictedAge: the budget tells how old the events it evicts
+// are, how far back its windows reach.
+func TestBudgetEvictedAge(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	b, _ := NewBudget(BudgetConfig{Max: 2 * itemSize})
+	w, _ := New(Config{Budget: b, Now: c.now}, 0)
+	if b.EvictedAge() != 0 {
+		t.Fatalf("evicted age %v before any eviction", b.EvictedAge())
+	}
+	for rev := int64(1); rev <= 4; rev++ {
+		w.Append(ev(rev, 100), nil)
+		c.t = c.t.Add(10 * time.Second)
+	}
+	// Revision 2, appended at 1010, went when revision 4 came at 1030.
+	if got := b.EvictedAge(); got != 20*time.Second {
+		t.Fatalf("evicted age %v, want 20s", got)
 	}
 }

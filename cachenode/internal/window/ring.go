@@ -2,6 +2,11 @@
 // order, bounded by count, bytes and age, and answers "every event after
 // revision X" for watch catch-up, or says the window cannot prove it has
 // them all.
+//
+// The bytes a window is charged are those it alone keeps alive: an
+// event's object is the store's current version until a later event
+// supersedes it, and that later event (its previous version) pays for
+// it; a Deleted event pays for the deleted object too.
 package window
 
 import (
@@ -18,7 +23,7 @@ import (
 // Config bounds a window. Zero fields take the defaults.
 type Config struct {
 	MaxEvents int           // default 100,000
-	MaxBytes  int64         // default 256 MiB
+	MaxBytes  int64         // default 256 MiB, of the bytes only the window holds
 	MaxAge    time.Duration // default 5 minutes
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -60,8 +65,10 @@ type Item struct {
 	event.Event
 	Prev *store.Entry
 
-	at   time.Time
-	size int64
+	at time.Time
+	// size is the memory the item alone keeps alive (charged to the
+	// window and its budget); wire the bytes it takes to send.
+	size, wire int64
 }
 
 // Change returns what store.Snapshot.Rewind needs to undo the item.
@@ -69,6 +76,24 @@ func (it *Item) Change() store.Change { return store.Change{Key: it.Key, Prev: i
 
 // itemOverhead approximates the struct and its maps.
 const itemOverhead = 512
+
+// charge returns the memory an event with the previous entry prev keeps
+// alive that the store does not: the superseded (or deleted) version,
+// and a deleted object's last state. The current version of an Added or
+// Modified object is the store's until the next event on its key, which
+// pays for it then as that event's prev.
+func charge(ev *event.Event, prev *store.Entry) int64 {
+	n := int64(len(ev.Key)) + itemOverhead
+	if prev != nil {
+		n += prev.Size()
+	} else {
+		n += int64(len(ev.PrevObject))
+	}
+	if ev.Type == event.Deleted {
+		n += int64(len(ev.Object))
+	}
+	return n
+}
 
 // Ring is the window of one range. It is safe for concurrent use: one
 // writer (the reflector), many readers.
@@ -88,6 +113,8 @@ type Ring struct {
 	seen int64
 	// budget is cfg.Budget until Release.
 	budget *Budget
+	// base is the bytes of the range's store, as last told (SetBase).
+	base int64
 }
 
 // New returns an empty window complete from rev.
@@ -111,6 +138,7 @@ func (r *Ring) Release() {
 	r.budget = nil
 	if b != nil {
 		b.total.Add(-r.bytes)
+		b.base.Add(-r.base)
 	}
 	r.mu.Unlock()
 	if b != nil {
@@ -118,11 +146,28 @@ func (r *Ring) Release() {
 	}
 }
 
+// SetBase tells the window's budget how many bytes the range's store
+// holds now: a budget with a share bounds the windows by a share of
+// what their stores hold.
+func (r *Ring) SetBase(bytes int64) {
+	r.mu.Lock()
+	b := r.budget
+	if b != nil {
+		b.base.Add(bytes - r.base)
+	}
+	r.base = bytes
+	r.mu.Unlock()
+	if b != nil {
+		b.enforce()
+	}
+}
+
 // Append adds the next event. Its revision must not be lower than the
 // last one's (events of one etcd transaction share a revision).
 func (r *Ring) Append(ev event.Event, prev *store.Entry) {
 	it := &Item{Event: ev, Prev: prev, at: r.cfg.Now()}
-	it.size = int64(len(ev.Object)+len(ev.PrevObject)+len(ev.Key)) + itemOverhead
+	it.size = charge(&ev, prev)
+	it.wire = int64(len(ev.Object)+len(ev.PrevObject)+len(ev.Key)) + itemOverhead
 	r.mu.Lock()
 	r.appendLocked(it)
 	b := r.budget
@@ -204,11 +249,17 @@ func (r *Ring) evictUpTo(upTo int64, b *Budget) int {
 		return 0 // released meanwhile
 	}
 	n := 0
-	for r.n > 1 && b.total.Load() > b.max && (n == 0 || upTo < 0 || r.buf[r.head].Revision <= upTo) {
+	limit := b.Limit()
+	var last time.Time
+	for r.n > 1 && b.total.Load() > limit && (n == 0 || upTo < 0 || r.buf[r.head].Revision <= upTo) {
+		last = r.buf[r.head].at
 		r.evictOldest()
 		n++
 	}
-	b.evictions.Add(int64(n))
+	if n > 0 {
+		b.evictions.Add(int64(n))
+		b.evictedAge.Store(int64(r.cfg.Now().Sub(last)))
+	}
 	return n
 }
 
@@ -266,7 +317,7 @@ func (r *Ring) Since(rev int64, dst []*Item, maxBytes int64) (items []*Item, see
 	var size int64
 	for i := r.firstAfter(rev); i < r.n; i++ {
 		it := r.at(i)
-		size += it.size
+		size += it.wire
 		if maxBytes > 0 && size > maxBytes && len(dst) > 0 && it.Revision != dst[len(dst)-1].Revision {
 			return dst, dst[len(dst)-1].Revision, nil
 		}

@@ -23,8 +23,38 @@ func revs(items []*Item) []int64 {
 	return out
 }
 
+// ev is a Modified event whose previous version, size bytes, only the
+// window keeps: it is charged 1+size+itemOverhead.
 func ev(rev int64, size int) event.Event {
-	return event.Event{Type: event.Modified, Revision: rev, Key: "k", Object: make([]byte, size)}
+	return event.Event{Type: event.Modified, Revision: rev, Key: "k", Object: make([]byte, size), PrevObject: make([]byte, size)}
+}
+
+// TestCharge: a window pays for what it alone keeps alive, not for the
+// current versions the store holds.
+func TestCharge(t *testing.T) {
+	cur := []byte(`{"v":2}`)
+	prev := store.NewEntry("/k", "ns", "n", 1, nil, nil, []byte(`{"v":1,"pad":"0123456789"}`), nil, nil)
+	key := int64(len("/k"))
+	tests := []struct {
+		name string
+		ev   event.Event
+		prev *store.Entry
+		want int64
+	}{
+		{"added: the store's", event.Event{Type: event.Added, Key: "/k", Object: cur}, nil, key + itemOverhead},
+		{"modified: the superseded version", event.Event{Type: event.Modified, Key: "/k", Object: cur, PrevObject: prev.JSON}, prev, key + itemOverhead + prev.Size()},
+		{"modified, no entry: the previous object", event.Event{Type: event.Modified, Key: "/k", Object: cur, PrevObject: prev.JSON}, nil, key + itemOverhead + int64(len(prev.JSON))},
+		{"deleted: both", event.Event{Type: event.Deleted, Key: "/k", Object: cur, PrevObject: prev.JSON}, prev, key + itemOverhead + prev.Size() + int64(len(cur))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := New(Config{}, 0)
+			r.Append(tt.ev, tt.prev)
+			if _, got := r.Stats(); got != tt.want {
+				t.Fatalf("charged %d bytes, want %d", got, tt.want)
+			}
+		})
+	}
 }
 
 func TestSince(t *testing.T) {
