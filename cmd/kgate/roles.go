@@ -238,7 +238,11 @@ func runCachenode(ctx context.Context, args []string) error {
 	replicas := fs.Int("replicas", 2, "cache nodes owning each range (the same on every node)")
 	window := addWindowFlags(fs)
 	stallAfter := fs.Duration("watch-stall-timeout", 30*time.Second, "a range whose etcd watch brings nothing (no event, no progress notification) for this long is stalled: /readyz fails on it and its watch starts again")
+	gcPercent := fs.Int("gc-percent", defaultCachenodeGCPercent, "the garbage collector's target (GOGC) unless GOGC is set: the heap may grow this many percent past what is live before a collection; -1: off, GOMEMLIMIT alone bounds the heap")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setGCPercent(*gcPercent); err != nil {
 		return err
 	}
 	b, err := bf.connect("kgate-cachenode", pki.RoleCacheNode, "")
