@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kgate/kgate/cachenode/client"
+	"github.com/kgate/kgate/cachenode/event"
 	"github.com/kgate/kgate/gateway/internal/watchhub"
 	"github.com/kgate/kgate/storage/codec"
 	"github.com/kgate/kgate/storage/ranges"
@@ -114,5 +115,59 @@ func TestStore(t *testing.T) {
 	s.Replace([]runtime.Object{q("c", "z")})
 	if got := names(s.List("")); len(got) != 1 || got[0] != "c/z" {
 		t.Errorf("after Replace: %v", got)
+	}
+}
+
+// skipper counts what the feed hands it and skips as told.
+type skipper struct {
+	skip             bool
+	upserts, deletes int
+}
+
+func (s *skipper) Replace([]runtime.Object)    {}
+func (s *skipper) Upsert(runtime.Object) error { s.upserts++; return nil }
+func (s *skipper) Delete(runtime.Object) error { s.deletes++; return nil }
+func (s *skipper) Skip(namespace, name string, _ []byte) bool {
+	return s.skip && namespace == "ns" && name == "p"
+}
+
+// TestSkipper: a change a Skipper skips is neither decoded nor upserted;
+// a delete is never offered to Skip.
+func TestSkipper(t *testing.T) {
+	reg, err := registry.NewBuiltin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := ranges.Default(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &skipper{}
+	f, err := New(Config{
+		Registry: reg, Ranges: table, Codec: codec.New(reg.Scheme()), Logger: storagetest.Logger(t),
+		Cache: nopLister{}, Hub: nopWatcher{}, Revisions: nopRevisions{},
+		Sinks: map[schema.GroupVersionResource]Sink{corev1.SchemeGroupVersion.WithResource("pods"): sink},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pod := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"ns","name":"p"}}`)
+	deliver := func(typ watchhub.Type, object []byte) error {
+		return f.apply(f.sources[0], watchhub.Delivery{Type: typ, Event: &watchhub.Shared{Event: event.Event{Namespace: "ns", Name: "p", Object: object}}})
+	}
+	sink.skip = true
+	if err := deliver(watchhub.Modified, []byte(`not JSON: never decoded`)); err != nil || sink.upserts != 0 {
+		t.Fatalf("skipped change: %v, %d upserts", err, sink.upserts)
+	}
+	if err := deliver(watchhub.Deleted, pod); err != nil || sink.deletes != 1 {
+		t.Fatalf("delete: %v, %d deletes", err, sink.deletes)
+	}
+	sink.skip = false
+	if err := deliver(watchhub.Modified, pod); err != nil || sink.upserts != 1 {
+		t.Fatalf("change not skipped: %v, %d upserts", err, sink.upserts)
+	}
+	if err := deliver(watchhub.Modified, []byte(`not JSON`)); err == nil {
+		t.Fatal("a change not skipped was not decoded")
 	}
 }

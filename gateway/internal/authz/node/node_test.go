@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"testing"
 
 	certsv1 "k8s.io/api/certificates/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kgate/kgate/gateway/internal/authz"
+	"github.com/kgate/kgate/gateway/internal/feed"
 )
 
 // world is a graph fed through Sinks and the authorizer over it.
@@ -325,4 +327,64 @@ func TestPodState(t *testing.T) {
 	f("ephemeral container added", podState{node: "n1", uid: "u", ephemeral: 1}, false)
 	f("claim status", podState{node: "n1", uid: "u", claims: []corev1.PodResourceClaimStatus{{Name: "c", ResourceClaimName: ptr.To("x")}}}, false)
 	f("extended claim status", podState{node: "n1", uid: "u", extended: &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "x"}}, false)
+}
+
+// TestPodSkip: the pod sink skips, from the JSON alone, exactly the
+// changes its Upsert would not pass to the graph, so the feed need not
+// decode them.
+func TestPodSkip(t *testing.T) {
+	if _, ok := Sinks(nodeauthorizer.NewGraph())[podsGVR].(feed.Skipper); !ok {
+		t.Fatal("the pod sink does not skip")
+	}
+	var calls int
+	s := newTracked(podStateOf, podState.same, func(*corev1.Pod) { calls++ }, func(key) { calls++ }).withJSON(podStateFromJSON)
+	status := func(phase corev1.PodPhase) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Status.Phase = phase }
+	}
+	ephemeral := func(p *corev1.Pod) {
+		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug"}}}
+	}
+	steps := []struct {
+		name string
+		pod  *corev1.Pod
+		skip bool
+	}{
+		{"pending, not bound", pod("ns", "p", "", "u1", status(corev1.PodPending)), true},
+		{"bound", pod("ns", "p", "n1", "u1", nil), false},
+		{"status update", pod("ns", "p", "n1", "u1", status(corev1.PodRunning)), true},
+		{"labels", pod("ns", "p", "n1", "u1", func(p *corev1.Pod) { p.Labels = map[string]string{"a": "b"} }), true},
+		{"ephemeral container", pod("ns", "p", "n1", "u1", ephemeral), false},
+		{"ephemeral container again", pod("ns", "p", "n1", "u1", ephemeral), true},
+		{"claim status", pod("ns", "p", "n1", "u1", func(p *corev1.Pod) {
+			ephemeral(p)
+			p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "c", ResourceClaimName: ptr.To("x")}}
+		}), false},
+		{"extended claim status", pod("ns", "p", "n1", "u1", func(p *corev1.Pod) {
+			ephemeral(p)
+			p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "c", ResourceClaimName: ptr.To("x")}}
+			p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "y"}
+		}), false},
+		{"other node", pod("ns", "p", "n2", "u1", nil), false},
+		{"recreated", pod("ns", "p", "n2", "u2", nil), false},
+		{"another pod of the same name elsewhere", pod("other", "p", "n2", "u2", nil), false},
+		{"unbound again", pod("ns", "p", "", "u2", nil), false},
+		{"still unbound", pod("ns", "p", "", "u2", status(corev1.PodFailed)), true},
+	}
+	for _, st := range steps {
+		data, err := json.Marshal(st.pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		skip := s.Skip(st.pod.Namespace, st.pod.Name, data)
+		before := calls
+		if err := s.Upsert(st.pod); err != nil {
+			t.Fatal(err)
+		}
+		if changed := calls != before; skip != st.skip || skip == changed {
+			t.Fatalf("%s: skip %v (want %v), the graph changed: %v", st.name, skip, st.skip, changed)
+		}
+	}
+	if s.Skip("ns", "p", []byte(`{"spec":`)) {
+		t.Fatal("a pod that does not decode was skipped")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	nodeauthorizer "k8s.io/kubernetes/plugin/pkg/auth/authorizer/node"
 	"k8s.io/utils/ptr"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/kgate/kgate/gateway/internal/feed"
 )
@@ -26,16 +27,11 @@ import (
 func Sinks(graph *nodeauthorizer.Graph) map[schema.GroupVersionResource]feed.Sink {
 	return map[schema.GroupVersionResource]feed.Sink{
 		podsGVR: newTracked(
-			func(p *corev1.Pod) (podState, bool) {
-				return podState{
-					node: p.Spec.NodeName, uid: p.UID, ephemeral: len(p.Spec.EphemeralContainers),
-					claims: p.Status.ResourceClaimStatuses, extended: p.Status.ExtendedResourceClaimStatus,
-				}, p.Spec.NodeName != ""
-			},
+			podStateOf,
 			podState.same,
 			graph.AddPod,
 			func(k key) { graph.DeletePod(k.name, k.namespace) },
-		),
+		).withJSON(podStateFromJSON),
 		pvsGVR: newTracked(
 			func(pv *corev1.PersistentVolume) (struct{}, bool) { return struct{}{}, true },
 			nil, // every change may change the claim or the secrets
@@ -96,6 +92,44 @@ type bound struct {
 	node string
 }
 
+// podStateOf is what the graph's edges of p depend on, and whether p
+// is in the graph (bound to a node).
+func podStateOf(p *corev1.Pod) (podState, bool) {
+	return podState{
+		node: p.Spec.NodeName, uid: p.UID, ephemeral: len(p.Spec.EphemeralContainers),
+		claims: p.Status.ResourceClaimStatuses, extended: p.Status.ExtendedResourceClaimStatus,
+	}, p.Spec.NodeName != ""
+}
+
+// podJSON is the part of a Pod podState reads, decoded from the Pod's
+// JSON without the rest of it.
+type podJSON struct {
+	Metadata struct {
+		UID types.UID `json:"uid"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName            string     `json:"nodeName"`
+		EphemeralContainers []struct{} `json:"ephemeralContainers"`
+	} `json:"spec"`
+	Status struct {
+		ResourceClaimStatuses       []corev1.PodResourceClaimStatus        `json:"resourceClaimStatuses"`
+		ExtendedResourceClaimStatus *corev1.PodExtendedResourceClaimStatus `json:"extendedResourceClaimStatus"`
+	} `json:"status"`
+}
+
+// podStateFromJSON is podStateOf read from a Pod's JSON, as
+// apimachinery's JSON serializer reads it (case-sensitive).
+func podStateFromJSON(data []byte) (podState, bool, error) {
+	var p podJSON
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(data, &p); err != nil {
+		return podState{}, false, err
+	}
+	return podState{
+		node: p.Spec.NodeName, uid: p.Metadata.UID, ephemeral: len(p.Spec.EphemeralContainers),
+		claims: p.Status.ResourceClaimStatuses, extended: p.Status.ExtendedResourceClaimStatus,
+	}, p.Spec.NodeName != "", nil
+}
+
 func sameBound(old, cur bound) bool { return old == cur }
 
 type key struct{ namespace, name string }
@@ -114,6 +148,35 @@ type tracked[T metav1.Object, S any] struct {
 	same func(old, cur S) bool
 	add  func(obj T)
 	del  func(k key)
+	// fromJSON, when set, is state read from an object's JSON alone: a
+	// change it shows needs nothing of the graph is skipped undecoded.
+	fromJSON func(json []byte) (S, bool, error)
+}
+
+// withJSON sets t's fromJSON and returns t.
+func (t *tracked[T, S]) withJSON(f func(json []byte) (S, bool, error)) *tracked[T, S] {
+	t.fromJSON = f
+	return t
+}
+
+// Skip implements feed.Skipper: true when Upsert would change neither
+// the graph nor what t remembers of the object, as read from its JSON.
+func (t *tracked[T, S]) Skip(namespace, name string, json []byte) bool {
+	if t.fromJSON == nil {
+		return false
+	}
+	cur, in, err := t.fromJSON(json)
+	if err != nil {
+		return false // the decode will tell
+	}
+	old, had := t.known[key{namespace, name}]
+	switch {
+	case !in:
+		return !had
+	case had && t.same != nil:
+		return t.same(old, cur)
+	}
+	return false
 }
 
 func newTracked[T metav1.Object, S any](state func(T) (S, bool), same func(old, cur S) bool, add func(T), del func(key)) *tracked[T, S] {
