@@ -36,9 +36,9 @@ func (nopWatcher) WatchRanges([]string, int64, watchhub.Filter) (watchhub.Stream
 
 func (nopRevisions) Current(context.Context) (int64, error) { return 0, errors.New("no etcd") }
 
-// TestNewSinks: each resource has exactly one sink, a Store of
-// Resources or one of Sinks; with none the feed is synced at once.
-func TestNewSinks(t *testing.T) {
+// builtin is the built-in registry and its default range table.
+func builtin(t *testing.T) (*registry.Registry, *ranges.Table) {
+	t.Helper()
 	reg, err := registry.NewBuiltin()
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +47,13 @@ func TestNewSinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reg, table
+}
+
+// TestNewSinks: each resource has exactly one sink, a Store of
+// Resources or one of Sinks; with none the feed is synced at once.
+func TestNewSinks(t *testing.T) {
+	reg, table := builtin(t)
 	quotas := corev1.SchemeGroupVersion.WithResource("resourcequotas")
 	cfg := func(c Config) Config {
 		c.Registry, c.Ranges, c.Codec, c.Logger = reg, table, codec.New(reg.Scheme()), storagetest.Logger(t)
@@ -134,14 +141,7 @@ func (s *skipper) Skip(namespace, name string, _ []byte) bool {
 // TestSkipper: a change a Skipper skips is neither decoded nor upserted;
 // a delete is never offered to Skip.
 func TestSkipper(t *testing.T) {
-	reg, err := registry.NewBuiltin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	table, err := ranges.Default(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, table := builtin(t)
 	sink := &skipper{}
 	f, err := New(Config{
 		Registry: reg, Ranges: table, Codec: codec.New(reg.Scheme()), Logger: storagetest.Logger(t),
