@@ -159,8 +159,9 @@ func (t *tracked[T, S]) withJSON(f func(json []byte) (S, bool, error)) *tracked[
 	return t
 }
 
-// Skip implements feed.Skipper: true when Upsert would change neither
-// the graph nor what t remembers of the object, as read from its JSON.
+// Skip implements feed.Skipper: true when Upsert would leave the graph
+// as it is, as read from the object's JSON. What t remembers of the
+// object is then kept as it was: same says it is equivalent.
 func (t *tracked[T, S]) Skip(namespace, name string, json []byte) bool {
 	if t.fromJSON == nil {
 		return false
